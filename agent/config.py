@@ -1,0 +1,346 @@
+"""Settings: built once, frozen, passed down explicitly.
+
+Precedence: defaults < config.toml < environment < flags. The mcpServers file uses the
+Claude Desktop / Cursor format so users can paste what they already have.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent.errors import ConfigError
+
+Transport = Literal["stdio", "sse", "http", "openapi"]
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = Path("config/config.toml")
+DEFAULT_MCP_CONFIG = Path("config/mcp.json")
+BUNDLED_SERVER_NAME = "local"
+
+_TYPE_ALIASES: dict[str, Transport] = {
+    "stdio": "stdio",
+    "sse": "sse",
+    "http": "http",
+    "streamable-http": "http",
+    "streamable_http": "http",
+    "streamablehttp": "http",
+    "openapi": "openapi",
+}
+# What a stdio server inherits from us: enough to run (PATH is never lost), never our secrets.
+_SAFE_ENV_KEYS = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR", "TZ"}
+    | {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"}
+    | {"http_proxy", "https_proxy", "no_proxy", "all_proxy"}
+)
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LLMSettings(_Frozen):
+    """Where the model lives and how to talk to it."""
+
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    model: str = "gpt-4o-mini"
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    request_timeout: float = Field(default=120.0, gt=0)
+    stream: bool = True
+    context_window: int = Field(default=128_000, gt=1000)
+
+
+class AgentSettings(_Frozen):
+    """How the loop behaves."""
+
+    max_steps: int = Field(default=20, gt=0)
+    max_observe: int = Field(default=20_000, gt=100)
+    system_prompt: str | None = None
+    connect_timeout: float = Field(default=30.0, gt=0)
+    tool_timeout: float = Field(default=60.0, gt=0)
+
+
+class UISettings(_Frozen):
+    """How the terminal front end looks."""
+
+    quiet: bool = False
+    verbose: bool = False
+    approval: Literal["ask", "yes"] = "ask"
+
+
+class ServerConfig(_Frozen):
+    """One tool server, as declared in mcpServers or on the command line."""
+
+    name: str
+    type: Transport
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    enabled: bool = True
+    timeout: float | None = Field(default=None, gt=0)
+    tool_timeout: float | None = Field(default=None, gt=0)
+    include_tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] = ()
+    mode: Literal["legacy", "auto"] = "legacy"
+    path: str = "openapi.json"
+    auth_type: Literal["none", "bearer"] | None = None
+    key: str | None = Field(default=None, repr=False)
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("server name must not be empty")
+        return value
+
+    def wants_tool(self, tool: str) -> bool:
+        """Apply include_tools / exclude_tools."""
+        if self.include_tools is not None and tool not in self.include_tools:
+            return False
+        return tool not in self.exclude_tools
+
+
+class Settings(_Frozen):
+    """Everything a run needs, resolved once."""
+
+    llm: LLMSettings = LLMSettings()
+    agent: AgentSettings = AgentSettings()
+    ui: UISettings = UISettings()
+    servers: tuple[ServerConfig, ...] = ()
+    state_dir: Path = Path(".")
+    workspace: Path = Path(".")
+
+
+# --------------------------------------------------------------------------- expansion
+
+
+def expand_vars(value: Any, environ: Mapping[str, str], where: str) -> Any:
+    """Expand ${VAR} and ${VAR:-default} in every string of a JSON-like value."""
+    if isinstance(value, str):
+
+        def repl(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in environ and (environ[name] or default is None):
+                return environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(
+                f"{where}: environment variable {name} is not set "
+                f"(set it, or write ${{{name}:-default}})"
+            )
+
+        return _VAR.sub(repl, value)
+    if isinstance(value, dict):
+        return {k: expand_vars(v, environ, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_vars(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def server_env(own: Mapping[str, str], parent: Mapping[str, str]) -> dict[str, str]:
+    """A stdio server's environment: a safe base from the parent plus its own `env`.
+
+    PATH and locale survive; API keys and other secrets of ours never reach a server
+    unless its own `env` names them.
+    """
+    base = {k: v for k, v in parent.items() if k in _SAFE_ENV_KEYS or k.startswith("LC_")}
+    base.update(own)
+    return base
+
+
+# --------------------------------------------------------------------------- mcpServers
+
+
+def _validation_message(exc: ValidationError, where: str) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    key = f"{where}.{loc}" if loc else where
+    return f"{key}: {first['msg']}"
+
+
+def _infer_type(raw: Mapping[str, Any], where: str) -> Transport:
+    declared = raw.get("type", raw.get("transport"))
+    if declared is not None:
+        if not isinstance(declared, str) or declared.lower() not in _TYPE_ALIASES:
+            allowed = "stdio, sse, http, openapi"
+            raise ConfigError(f"{where}.type: unknown server type {declared!r} (use {allowed})")
+        return _TYPE_ALIASES[declared.lower()]
+    if "command" in raw:
+        return "stdio"
+    url = raw.get("url")
+    if isinstance(url, str):
+        return "sse" if url.rstrip("/").endswith("/sse") else "http"
+    raise ConfigError(f"{where}: needs either 'command' (stdio) or 'url' (sse/http/openapi)")
+
+
+_IGNORED_KEYS = {"type", "transport", "disabled", "description", "autoApprove", "alwaysAllow"}
+
+
+def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) -> ServerConfig:
+    """Turn one mcpServers entry into a ServerConfig, or a ConfigError naming the key."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: must be an object, got {type(raw).__name__}")
+    kind = _infer_type(raw, where)
+    data = expand_vars({k: v for k, v in raw.items() if k not in _IGNORED_KEYS}, environ, where)
+    if raw.get("disabled") is True:
+        data["enabled"] = False
+    needed = "command" if kind == "stdio" else "url"
+    if not isinstance(data.get(needed), str) or not data[needed].strip():
+        raise ConfigError(f"{where}.{needed}: required for a {kind} server")
+    try:
+        return ServerConfig(name=name, type=kind, **data)
+    except ValidationError as exc:
+        raise ConfigError(_validation_message(exc, where)) from None
+    except TypeError as exc:  # e.g. a key that collides with `name`
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def load_mcp_config(path: Path, environ: Mapping[str, str]) -> list[ServerConfig]:
+    """Read an mcpServers JSON file. Every problem is one ConfigError naming file and key."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read mcp config ({exc.strerror})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    warn_if_world_readable(path, text)
+    if not isinstance(doc, dict) or not isinstance(doc.get("mcpServers", {}), dict):
+        raise ConfigError(f"{path}: expected an object with an 'mcpServers' object")
+    servers = doc.get("mcpServers", {})
+    return [
+        parse_server(name, raw, environ, f"{path}: mcpServers.{name}")
+        for name, raw in servers.items()
+    ]
+
+
+def warn_if_world_readable(path: Path, text: str) -> None:
+    """Secrets in a file others can read deserve a warning, not a refusal."""
+    looks_secret = re.search(r"(api[_-]?key|authorization|bearer|token|secret)", text, re.I)
+    try:
+        world_readable = bool(path.stat().st_mode & 0o004)
+    except OSError:
+        return
+    if looks_secret and world_readable and "${" not in text:
+        print(
+            f"warning: {path} may hold secrets and is readable by every user "
+            f"(chmod 600 it, or use ${{VAR}} references)",
+            file=sys.stderr,
+        )
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read settings ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    unknown = set(doc) - {"llm", "agent", "ui"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui])")
+    warn_if_world_readable(path, path.read_text(encoding="utf-8"))
+    return doc
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    mapping = {"OPENAI_BASE_URL": "base_url", "OPENAI_API_KEY": "api_key", "OPENAI_MODEL": "model"}
+    return {key: environ[var] for var, key in mapping.items() if environ.get(var)}
+
+
+def default_state_dir(environ: Mapping[str, str]) -> Path:
+    if environ.get("MCP_AGENT_STATE_DIR"):
+        return Path(environ["MCP_AGENT_STATE_DIR"])
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "mcp-agent"
+
+
+def bundled_server(workspace: Path) -> ServerConfig:
+    """The embedded default server, run with this interpreter so no install is needed."""
+    return ServerConfig(
+        name=BUNDLED_SERVER_NAME,
+        type="stdio",
+        command=sys.executable,
+        args=("-m", "agent.server", "--root", str(workspace)),
+        env={"PYTHONPATH": str(REPO_ROOT)},
+    )
+
+
+def build_settings(
+    *,
+    config_path: Path | None,
+    mcp_config_path: Path | None,
+    cli_server: ServerConfig | None,
+    environ: Mapping[str, str],
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+    workspace: Path | None = None,
+) -> Settings:
+    """The one place settings are resolved: defaults < file < environment < flags.
+
+    `flags` holds per-section overrides from the command line ({"llm": {"model": ...}}).
+    Explicit paths must exist; the default paths are used only when present.
+    """
+    sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}}
+    path = config_path or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    if path is not None:
+        for name, values in load_toml(path).items():
+            if not isinstance(values, dict):
+                raise ConfigError(f"{path}: [{name}] must be a table")
+            sections[name].update(values)
+    sections["llm"].update(_env_overrides(environ))
+    for name, values in (flags or {}).items():
+        sections[name].update({k: v for k, v in values.items() if v is not None})
+
+    where = str(path) if path else "settings"
+    try:
+        llm = LLMSettings(**sections["llm"])
+        agent = AgentSettings(**sections["agent"])
+        ui = UISettings(**sections["ui"])
+    except ValidationError as exc:
+        section = next(n for n, m in _SECTION_MODELS.items() if exc.title == m.__name__)
+        raise ConfigError(_validation_message(exc, f"{where}: [{section}]")) from None
+
+    mcp_path = mcp_config_path or (DEFAULT_MCP_CONFIG if DEFAULT_MCP_CONFIG.is_file() else None)
+    servers = load_mcp_config(mcp_path, environ) if mcp_path else []
+    if cli_server is not None:
+        if any(s.name == cli_server.name for s in servers):
+            raise ConfigError(
+                f"server name '{cli_server.name}' is used in {mcp_path} and on the command line"
+            )
+        servers.append(cli_server)
+    root = (workspace or Path.cwd()).resolve()
+    if not servers:
+        servers.append(bundled_server(root))
+    return Settings(
+        llm=llm,
+        agent=agent,
+        ui=ui,
+        servers=tuple(s for s in servers if s.enabled),
+        state_dir=default_state_dir(environ),
+        workspace=root,
+    )
+
+
+_SECTION_MODELS: dict[str, type[BaseModel]] = {
+    "llm": LLMSettings,
+    "agent": AgentSettings,
+    "ui": UISettings,
+}

@@ -1,0 +1,51 @@
+"""One exception hierarchy. Every fatal error carries what the user must fix.
+
+Tool failures never raise: they become observations for the model. Only errors that end
+a run (or a start-up) derive from `AgentError`, and each maps to a documented exit code.
+"""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Root of every error the CLI reports as a one-line message."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(AgentError):
+    """A bad flag, file or setting: the user must edit something before retrying."""
+
+    exit_code = 2
+
+
+class ModelError(AgentError):
+    """The model endpoint failed in a way retries cannot fix."""
+
+    exit_code = 1
+
+
+class ToolServerError(AgentError):
+    """A tool server could not be reached, listed or called.
+
+    `step` names what failed (connect, list_tools, call_tool) so the message says where.
+    """
+
+    exit_code = 1
+
+    def __init__(self, server: str, step: str, cause: str) -> None:
+        super().__init__(f"server '{server}': {step} failed: {cause}")
+        self.server = server
+        self.step = step
+        self.cause = cause
+
+
+class ContextOverflowError(ModelError):
+    """The request did not fit the model's context window; the loop trims and retries once."""

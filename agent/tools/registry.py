@@ -1,0 +1,246 @@
+"""All tool servers at once: concurrent connects, namespaced names, calls by public name.
+
+Public names are `<server>__<tool>` sanitized to the OpenAI pattern and made unique with a
+deterministic hash suffix, so no server can shadow another server's tool or the agent's own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from agent.config import ServerConfig, Settings
+from agent.errors import ToolServerError
+from agent.tools.base import ProgressFn, ServerStatus, ToolServer, ToolSpec, describe_exception
+from agent.tools.mcp import MCPServerConnection, MessageHandler
+from agent.tools.results import Observation, error_observation, to_observation
+
+NAME_LIMIT = 64
+_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+DESCRIPTION_LIMIT = 2000
+
+
+def _digest(server: str, tool: str) -> str:
+    return hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+
+
+def assign_names(
+    pairs: Iterable[tuple[str, str]], reserved: Iterable[str] = ()
+) -> dict[str, tuple[str, str]]:
+    """Map public names to (server, tool), valid and unique, deterministic for the input.
+
+    A clean, short, unclaimed name is used as is; otherwise the name is sanitized, cut and
+    given a suffix derived from the exact (server, tool) pair.
+    """
+    taken = set(reserved)
+    names: dict[str, tuple[str, str]] = {}
+    for server, tool in pairs:
+        raw = f"{server}__{tool}"
+        clean = _INVALID.sub("_", raw)
+        if clean == raw and len(clean) <= NAME_LIMIT and clean not in taken:
+            name = clean
+        else:
+            suffix = _digest(server, tool)
+            name = f"{clean[: NAME_LIMIT - len(suffix) - 1]}_{suffix}"
+            counter = 1
+            while name in taken:
+                extra = f"{suffix}{counter}"
+                name = f"{clean[: NAME_LIMIT - len(extra) - 1]}_{extra}"
+                counter += 1
+        taken.add(name)
+        names[name] = (server, tool)
+    return names
+
+
+def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
+    """The function declaration the model sees; the description says where it came from."""
+    title = f"{spec.title}: " if spec.title and spec.title != spec.name else ""
+    text = f"{title}{spec.description}".strip()
+    if len(text) > DESCRIPTION_LIMIT:
+        text = text[:DESCRIPTION_LIMIT] + " [...]"
+    schema = dict(spec.input_schema)
+    schema.setdefault("type", "object")
+    if schema.get("type") == "object":
+        schema.setdefault("properties", {})
+    return {
+        "type": "function",
+        "function": {
+            "name": public_name,
+            "description": f"[tool '{spec.name}' of external MCP server '{spec.server}'] {text}",
+            "parameters": schema,
+        },
+    }
+
+
+def make_server(
+    config: ServerConfig,
+    *,
+    connect_timeout: float,
+    log_dir: Path,
+    environ: Mapping[str, str],
+    message_handler: MessageHandler | None = None,
+) -> ToolServer:
+    if config.type == "openapi":
+        from agent.tools.openapi import OpenAPIServer  # only loaded when used
+
+        return OpenAPIServer(config, connect_timeout=connect_timeout)
+    return MCPServerConnection(
+        config,
+        connect_timeout=connect_timeout,
+        log_dir=log_dir,
+        environ=environ,
+        message_handler=message_handler,
+    )
+
+
+class ToolRegistry:
+    """Owns every tool server connection for the lifetime of an `async with` block."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        environ: Mapping[str, str] | None = None,
+        reserved_names: Iterable[str] = (),
+    ) -> None:
+        self.settings = settings
+        self._environ = os.environ if environ is None else environ
+        self._reserved = frozenset(reserved_names)
+        self.log_dir = settings.state_dir / "logs"
+        self.servers: dict[str, ToolServer] = {
+            cfg.name: make_server(
+                cfg,
+                connect_timeout=settings.agent.connect_timeout,
+                log_dir=self.log_dir,
+                environ=self._environ,
+            )
+            for cfg in settings.servers
+        }
+        self._specs: dict[str, list[ToolSpec]] = {}
+        self.tools: dict[str, ToolSpec] = {}
+        self._openai_tools: list[dict[str, Any]] = []
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> ToolRegistry:
+        self._tg = await anyio.create_task_group().__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        assert self._tg is not None
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Close all servers concurrently, shielded so Ctrl-C cannot leak processes."""
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for server in self.servers.values():
+                    if server.status.state not in ("idle", "closed"):
+                        tg.start_soon(server.close)
+
+    async def connect_all(self) -> list[ToolServerError]:
+        """Connect every server concurrently; return the failures, keep the rest working."""
+        failures: list[ToolServerError] = []
+
+        async def connect(server: ToolServer) -> None:
+            try:
+                await self._connect(server)
+            except ToolServerError as exc:
+                failures.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for server in self.servers.values():
+                tg.start_soon(connect, server)
+        self._rebuild()
+        order = list(self.servers)
+        return sorted(failures, key=lambda e: order.index(e.server))
+
+    async def _connect(self, server: ToolServer) -> None:
+        assert self._tg is not None, "use the registry inside `async with`"
+        await server.start(self._tg)
+        try:
+            with anyio.fail_after(server.connect_timeout):
+                specs = await server.list_tools()
+        except Exception as exc:  # noqa: BLE001 - any listing failure marks the server failed
+            cause = "no answer" if isinstance(exc, TimeoutError) else describe_exception(exc)
+            await server.close(grace=1)
+            server.status.state, server.status.error = "failed", cause
+            raise ToolServerError(server.name, "list_tools", cause) from None
+        self._specs[server.name] = [s for s in specs if server.config.wants_tool(s.name)]
+        server.status.tool_count = len(self._specs[server.name])
+
+    async def refresh(self, server_name: str) -> None:
+        """Re-list one server's tools (after a list_changed notification)."""
+        server = self.servers[server_name]
+        specs = await server.list_tools()
+        self._specs[server_name] = [s for s in specs if server.config.wants_tool(s.name)]
+        server.status.tool_count = len(self._specs[server_name])
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        pairs = [
+            (name, spec.name)
+            for name in self.servers
+            for spec in sorted(self._specs.get(name, []), key=lambda s: s.name)
+        ]
+        by_pair = {(s.server, s.name): s for specs in self._specs.values() for s in specs}
+        names = assign_names(pairs, self._reserved)
+        self.tools = {public: by_pair[pair] for public, pair in names.items()}
+        self._openai_tools = [openai_tool(public, spec) for public, spec in self.tools.items()]
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The tool list for the model; rebuilt only when the set of tools changes."""
+        return self._openai_tools
+
+    def public_name(self, server: str, tool: str) -> str | None:
+        for public, spec in self.tools.items():
+            if spec.server == server and spec.name == tool:
+                return public
+        return None
+
+    def statuses(self) -> list[ServerStatus]:
+        return [server.status for server in self.servers.values()]
+
+    def instructions(self) -> dict[str, str]:
+        return {n: s.instructions for n, s in self.servers.items() if s.instructions}
+
+    async def call(
+        self,
+        public_name: str,
+        arguments: dict[str, Any],
+        *,
+        progress: ProgressFn | None = None,
+    ) -> Observation:
+        """Call a tool by public name. Every failure becomes an error observation."""
+        spec = self.tools.get(public_name)
+        if spec is None:
+            return error_observation(None, f"unknown tool '{public_name}'")
+        server = self.servers[spec.server]
+        timeout = server.config.tool_timeout or self.settings.agent.tool_timeout
+        max_chars = self.settings.agent.max_observe
+        try:
+            with anyio.fail_after(timeout + 5):
+                result = await server.call_tool(
+                    spec.name, arguments, timeout=timeout, progress=progress
+                )
+        except TimeoutError:
+            return error_observation(spec.server, f"tool '{spec.name}' timed out after {timeout:g} s")
+        except ToolServerError as exc:
+            return error_observation(spec.server, f"server '{spec.server}' is unavailable: {exc.cause}")
+        except Exception as exc:  # noqa: BLE001 - a dying server must not kill the session
+            server.status.error = describe_exception(exc)
+            return error_observation(spec.server, f"tool '{spec.name}' failed: {server.status.error}")
+        return to_observation(result, spec.server, max_chars)
