@@ -7,7 +7,6 @@ Claude Desktop / Cursor format so users can paste what they already have.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import tomllib
@@ -256,7 +255,9 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     unknown = set(doc) - {"llm", "agent", "ui"}
     if unknown:
-        raise ConfigError(f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui])")
+        raise ConfigError(
+            f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui])"
+        )
     warn_if_world_readable(path, path.read_text(encoding="utf-8"))
     return doc
 

@@ -67,7 +67,9 @@ class MCPServerConnection(ToolServer):
             )
             return stdio_client(params, errlog=self._log)
         if cfg.type == "sse":
-            return sse_client(cfg.url or "", headers=dict(cfg.headers), timeout=self.connect_timeout)
+            return sse_client(
+                cfg.url or "", headers=dict(cfg.headers), timeout=self.connect_timeout
+            )
         http = httpx2.AsyncClient(
             headers=dict(cfg.headers),
             timeout=httpx2.Timeout(self.connect_timeout, read=300),
@@ -129,7 +131,9 @@ def error_result(text: str) -> types.CallToolResult:
 
 def _mcp_error_text(exc: MCPError, tool: str, timeout: float) -> str:
     if exc.code == -32001 or "timed out" in str(exc).lower():
-        return f"tool '{tool}' timed out after {timeout:g} s (the server may still be working on it)"
+        return (
+            f"tool '{tool}' timed out after {timeout:g} s (the server may still be working on it)"
+        )
     return f"tool '{tool}' failed: {exc}"
 
 

@@ -237,10 +237,16 @@ class ToolRegistry:
                     spec.name, arguments, timeout=timeout, progress=progress
                 )
         except TimeoutError:
-            return error_observation(spec.server, f"tool '{spec.name}' timed out after {timeout:g} s")
+            return error_observation(
+                spec.server, f"tool '{spec.name}' timed out after {timeout:g} s"
+            )
         except ToolServerError as exc:
-            return error_observation(spec.server, f"server '{spec.server}' is unavailable: {exc.cause}")
+            return error_observation(
+                spec.server, f"server '{spec.server}' is unavailable: {exc.cause}"
+            )
         except Exception as exc:  # noqa: BLE001 - a dying server must not kill the session
             server.status.error = describe_exception(exc)
-            return error_observation(spec.server, f"tool '{spec.name}' failed: {server.status.error}")
+            return error_observation(
+                spec.server, f"tool '{spec.name}' failed: {server.status.error}"
+            )
         return to_observation(result, spec.server, max_chars)

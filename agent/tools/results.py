@@ -124,7 +124,9 @@ def to_observation(result: types.CallToolResult, server: str, max_chars: int) ->
     if result.is_error:
         prefix += "\nThe tool reported an error:"
     return Observation(
-        text=f"{prefix}\n{body}", is_error=bool(result.is_error), images=tuple(images),
+        text=f"{prefix}\n{body}",
+        is_error=bool(result.is_error),
+        images=tuple(images),
         truncated_chars=cut,
     )
 
