@@ -126,8 +126,12 @@ class Settings(_Frozen):
 # --------------------------------------------------------------------------- expansion
 
 
-def expand_vars(value: Any, environ: Mapping[str, str], where: str) -> Any:
-    """Expand ${VAR} and ${VAR:-default} in every string of a JSON-like value."""
+def expand_vars(value: Any, environ: Mapping[str, str], where: str, strict: bool = True) -> Any:
+    """Expand ${VAR} and ${VAR:-default} in every string of a JSON-like value.
+
+    Strict: an unset variable without a default is an error naming the key. Lenient (for
+    disabled servers) leaves it as written.
+    """
     if isinstance(value, str):
 
         def repl(match: re.Match[str]) -> str:
@@ -136,6 +140,8 @@ def expand_vars(value: Any, environ: Mapping[str, str], where: str) -> Any:
                 return environ[name]
             if default is not None:
                 return default
+            if not strict:
+                return match.group(0)
             raise ConfigError(
                 f"{where}: environment variable {name} is not set "
                 f"(set it, or write ${{{name}:-default}})"
@@ -143,9 +149,9 @@ def expand_vars(value: Any, environ: Mapping[str, str], where: str) -> Any:
 
         return _VAR.sub(repl, value)
     if isinstance(value, dict):
-        return {k: expand_vars(v, environ, f"{where}.{k}") for k, v in value.items()}
+        return {k: expand_vars(v, environ, f"{where}.{k}", strict) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand_vars(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [expand_vars(v, environ, f"{where}[{i}]", strict) for i, v in enumerate(value)]
     return value
 
 
@@ -193,8 +199,10 @@ def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) ->
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: must be an object, got {type(raw).__name__}")
     kind = _infer_type(raw, where)
-    data = expand_vars({k: v for k, v in raw.items() if k not in _IGNORED_KEYS}, environ, where)
-    if raw.get("disabled") is True:
+    disabled = raw.get("disabled") is True or raw.get("enabled") is False
+    fields = {k: v for k, v in raw.items() if k not in _IGNORED_KEYS}
+    data = expand_vars(fields, environ, where, strict=not disabled)
+    if disabled:
         data["enabled"] = False
     needed = "command" if kind == "stdio" else "url"
     if not isinstance(data.get(needed), str) or not data[needed].strip():

@@ -1,0 +1,73 @@
+"""Who may run what: MCP annotations plus the user's choices.
+
+Read-only tools run freely. Others need a yes from the human (a callback injected by the
+front end), `--yes`, or an earlier "always" for that exact (server, tool) pair, so one
+server can never inherit another server's approval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent.tools.base import ToolSpec
+
+Decision = Literal["yes", "no", "always"]
+Mode = Literal["ask", "yes", "read-only"]
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    server: str
+    tool: str
+    public_name: str
+    arguments: dict[str, Any]
+    spec: ToolSpec
+
+
+AskFn = Callable[[ApprovalRequest], Awaitable[Decision]]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    reason: str = ""
+
+
+@dataclass
+class ApprovalPolicy:
+    """`mode`: ask (the callback decides), yes (approve all), read-only (refuse the rest).
+
+    Without a callback, `ask` behaves like read-only: a script cannot answer a prompt.
+    """
+
+    mode: Mode = "ask"
+    ask: AskFn | None = None
+    always: set[tuple[str, str]] = field(default_factory=set)
+
+    def needs_approval(self, spec: ToolSpec) -> bool:
+        if spec.read_only or self.mode == "yes":
+            return False
+        return (spec.server, spec.name) not in self.always
+
+    async def check(self, request: ApprovalRequest) -> Verdict:
+        if not self.needs_approval(request.spec):
+            return Verdict(True)
+        if self.mode == "read-only" or self.ask is None:
+            return Verdict(
+                False,
+                f"Not run: '{request.tool}' on server '{request.server}' may change things and "
+                "this run has no approval for it (rerun with --yes to allow). Tell the user "
+                "what you would have done instead.",
+            )
+        decision = await self.ask(request)
+        if decision == "always":
+            self.always.add((request.server, request.tool))
+        if decision in ("yes", "always"):
+            return Verdict(True)
+        return Verdict(
+            False,
+            f"The user declined to run '{request.tool}' on server '{request.server}'. "
+            "Do not retry it; ask the user or continue without it.",
+        )

@@ -1,0 +1,260 @@
+"""Command line: flags -> Settings -> single-shot run or REPL, and exit codes.
+
+`main(argv) -> int` is the one boundary where exceptions become one-line messages and the
+documented exit codes. Set MCP_AGENT_DEBUG=1 to re-raise instead (for tests and bug hunts).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from agent.config import ServerConfig, Settings, build_settings
+from agent.errors import AgentError, ConfigError
+
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_MAX_STEPS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+CLI_SERVER_NAME = "main"
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    help="A ReAct agent in your terminal: an OpenAI-compatible model that acts through MCP "
+    "tool servers (stdio, SSE, streamable HTTP) and OpenAPI tool servers.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def parse_header(value: str) -> tuple[str, str]:
+    name, sep, rest = value.partition(":")
+    if not sep or not name.strip():
+        raise ConfigError(f"--header {value!r}: expected 'Name: value'")
+    return name.strip(), rest.strip()
+
+
+def cli_server(
+    connection: str,
+    server_url: str | None,
+    server_command: str | None,
+    headers: list[str],
+    name: str,
+) -> ServerConfig | None:
+    """The server named on the command line, if any."""
+    if connection not in ("stdio", "sse", "http", "openapi"):
+        raise ConfigError(f"--connection {connection!r}: use stdio, sse, http or openapi")
+    parsed = dict(parse_header(h) for h in headers)
+    if connection == "stdio":
+        if server_url:
+            raise ConfigError("--server-url needs --connection sse, http or openapi")
+        if not server_command:
+            return None
+        try:
+            argv = shlex.split(server_command)
+        except ValueError as exc:
+            raise ConfigError(f"--server-command: {exc}") from None
+        if not argv:
+            raise ConfigError("--server-command is empty")
+        return ServerConfig(name=name, type="stdio", command=argv[0], args=tuple(argv[1:]))
+    if not server_url:
+        raise ConfigError(f"--connection {connection} needs --server-url URL")
+    if not server_url.startswith(("http://", "https://")):
+        raise ConfigError(f"--server-url {server_url!r}: must start with http:// or https://")
+    return ServerConfig(name=name, type=connection, url=server_url, headers=parsed)  # type: ignore[arg-type]
+
+
+def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
+    server = cli_server(
+        opts["connection"],
+        opts["server_url"],
+        opts["server_command"],
+        opts["header"],
+        opts["server_name"],
+    )
+    flags = {
+        "llm": {"model": opts["model"], "base_url": opts["base_url"]},
+        "agent": {"max_steps": opts["max_steps"]},
+        "ui": {
+            "quiet": opts["quiet"] or None,
+            "verbose": opts["verbose"] or None,
+            "approval": "yes" if opts["yes"] else None,
+        },
+    }
+    return build_settings(
+        config_path=opts["config"],
+        mcp_config_path=opts["mcp_config"],
+        cli_server=server,
+        environ=environ,
+        flags=flags,
+    )
+
+
+@app.command()
+def run(
+    connection: Annotated[
+        str,
+        typer.Option(
+            "--connection",
+            "-c",
+            help="Transport of the server named on the command line: stdio, sse, http or openapi.",
+        ),
+    ] = "stdio",  # noqa: E501
+    server_url: Annotated[
+        str | None,
+        typer.Option(
+            "--server-url",
+            help="Endpoint for sse / http / openapi (…/sse, …/mcp, or the OpenAPI base URL).",
+        ),
+    ] = None,  # noqa: E501
+    server_command: Annotated[
+        str | None,
+        typer.Option(
+            "--server-command",
+            help='stdio server command line, e.g. "uvx mcp-server-time". Default: the bundled server.',
+        ),
+    ] = None,  # noqa: E501
+    header: Annotated[
+        list[str],
+        typer.Option(
+            "--header",
+            "-H",
+            help="'Name: value' sent to sse / http / openapi servers (repeatable).",
+        ),
+    ] = [],  # noqa: B006,E501
+    server_name: Annotated[
+        str,
+        typer.Option(
+            "--server-name", help="Name (tool prefix) of the server given on the command line."
+        ),
+    ] = CLI_SERVER_NAME,  # noqa: E501
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-config", help="mcpServers JSON (default config/mcp.json when it exists)."
+        ),
+    ] = None,  # noqa: E501
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML settings (default config/config.toml when it exists)."),
+    ] = None,  # noqa: E501
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt",
+            "-p",
+            help="Single-shot: run one request, print the answer, exit. '-' reads stdin.",
+        ),
+    ] = None,  # noqa: E501
+    interactive: Annotated[
+        bool,
+        typer.Option(
+            "--interactive",
+            "-i",
+            help="Open the REPL (default when stdin is a terminal and there is no --prompt).",
+        ),
+    ] = False,  # noqa: E501
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model name (overrides OPENAI_MODEL and [llm] model)."),
+    ] = None,  # noqa: E501
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="OpenAI-compatible endpoint (overrides OPENAI_BASE_URL and [llm] base_url).",
+        ),
+    ] = None,  # noqa: E501
+    max_steps: Annotated[
+        int | None,
+        typer.Option("--max-steps", min=1, help="Most think/act steps per request (default 20)."),
+    ] = None,  # noqa: E501
+    output: Annotated[
+        str, typer.Option("--output", help="Single-shot output: text or json.")
+    ] = "text",  # noqa: E501
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
+    ] = False,  # noqa: E501
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume", help="Continue a saved session (ID, or 'latest').", flag_value="latest"
+        ),
+    ] = None,  # noqa: E501
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Show only answers and errors.")
+    ] = False,  # noqa: E501
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show full tool output and server logs.")
+    ] = False,  # noqa: E501
+) -> None:
+    """Run the agent: a REPL, or one request with --prompt."""
+    if output not in ("text", "json"):
+        raise ConfigError(f"--output {output!r}: use text or json")
+    opts = dict(locals())
+    settings = resolve_settings(opts, dict(os.environ))
+    request = _single_shot_request(prompt, interactive)
+    from agent.session import run_repl, run_single  # heavy imports only once settings are valid
+
+    if request is None:
+        code = run_repl(settings, resume=resume)
+    else:
+        code = run_single(settings, request, output=_output(output), resume=resume)
+    raise typer.Exit(code)
+
+
+def _output(value: str) -> Literal["text", "json"]:
+    return "json" if value == "json" else "text"
+
+
+def _single_shot_request(prompt: str | None, interactive: bool) -> str | None:
+    """The one request of a single-shot run, or None for the REPL."""
+    if prompt == "-" or (prompt is None and not interactive and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+        if not text.strip():
+            raise ConfigError("no request on stdin: pass --prompt TEXT, or pipe a request in")
+        return text
+    if prompt is not None:
+        if not prompt.strip():
+            raise ConfigError("--prompt is empty")
+        return prompt
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: map every outcome to an exit code and one line on stderr."""
+    debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
+    try:
+        app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except AgentError as exc:
+        if debug:
+            raise
+        print(f"error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (typer.BadParameter, typer.Abort) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        if _is_usage_error(exc):
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        raise
+    return EXIT_OK
+
+
+def _is_usage_error(exc: Exception) -> bool:
+    """typer (without click) raises its own UsageError family for bad flags."""
+    return type(exc).__name__ in {
+        "UsageError",
+        "NoSuchOption",
+        "BadOptionUsage",
+        "MissingParameter",
+        "BadArgumentUsage",
+    }

@@ -1,0 +1,347 @@
+"""The ReAct loop: think (ask the model), act (run its tool calls), observe, repeat.
+
+`Agent.run` is the one loop: an async generator of typed events. A step says what happens
+next (a final answer, run again, or stop), and the loop is a short match on that. The loop
+never prints; front ends consume its events.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+
+from agent.approval import ApprovalPolicy, ApprovalRequest
+from agent.errors import ContextOverflowError, ModelError
+from agent.events import (
+    AssistantMessage,
+    Event,
+    ModelRetry,
+    Notice,
+    RunFinished,
+    RunStarted,
+    StepStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolProgress,
+    Usage,
+)
+from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
+from agent.memory import Memory
+from agent.tools.base import ToolSpec
+from agent.tools.results import Observation, error_observation
+
+TERMINATE = "terminate"
+REPEAT_LIMIT = 3
+TERMINATE_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": TERMINATE,
+        "description": "Finish the task. Call this when the request is fully handled; "
+        "put the final answer for the user in `answer`.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "status": {"type": "string", "enum": ["success", "failure"]},
+                "answer": {"type": "string", "description": "The final answer for the user."},
+            },
+            "required": ["status"],
+        },
+    },
+}
+AGENT_TOOL_NAMES = frozenset({TERMINATE})
+
+
+class ToolBox(Protocol):
+    """What the loop needs from the registry."""
+
+    tools: dict[str, ToolSpec]
+
+    def openai_tools(self) -> list[dict[str, Any]]: ...
+
+    async def call(
+        self, public_name: str, arguments: dict[str, Any], *, progress: Any = None
+    ) -> Observation: ...
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    text: str
+
+
+@dataclass(frozen=True)
+class RunAgain:
+    pass
+
+
+NextStep = FinalAnswer | RunAgain
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One tool call of a reply, parsed and resolved (or with the reason it cannot run)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    spec: ToolSpec | None
+    problem: str | None = None
+
+
+class Agent:
+    """One conversation: a model, the tools, the memory and the approval policy."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        tools: ToolBox,
+        memory: Memory,
+        *,
+        max_steps: int = 20,
+        context_window: int = 128_000,
+        reserve_tokens: int = 4096,
+        approval: ApprovalPolicy | None = None,
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.memory = memory
+        self.max_steps = max_steps
+        self.context_window = context_window
+        self.reserve_tokens = reserve_tokens
+        self.approval = approval or ApprovalPolicy(mode="yes")
+        self.session_usage = Usage()
+        self._run_usage = Usage()
+        self._seen: Counter[tuple[str, str, str]] = Counter()
+        self._tools_source: list[dict[str, Any]] | None = None
+        self._tools_cache: list[dict[str, Any]] = []
+        self._tools_tokens = 0
+
+    async def run(self, request: str) -> AsyncIterator[Event]:
+        """Handle one user request; the last event is always RunFinished (unless cancelled)."""
+        self.memory.add_user(request)
+        self._run_usage, self._seen = Usage(), Counter()
+        yield RunStarted(request)
+        step = 0
+        try:
+            while step < self.max_steps:
+                step += 1
+                yield StepStarted(step, self.max_steps)
+                outcome: NextStep = RunAgain()
+                async for item in self._step():
+                    if isinstance(item, FinalAnswer | RunAgain):
+                        outcome = item
+                    else:
+                        yield item
+                match outcome:
+                    case FinalAnswer(text):
+                        yield RunFinished("answered", text, step, self._run_usage)
+                        return
+                    case RunAgain():
+                        continue
+            yield Notice(f"stopped after max_steps={self.max_steps} steps", "warning")
+            yield RunFinished(
+                "max_steps",
+                None,
+                step,
+                self._run_usage,
+                f"max_steps ({self.max_steps}) reached before an answer",
+            )
+        except ModelError as exc:
+            yield RunFinished("error", None, step, self._run_usage, exc.message)
+        finally:
+            self._close_pending("cancelled by the user before it finished")
+
+    async def _step(self) -> AsyncIterator[Event | NextStep]:
+        reply: Reply | None = None
+        async for item in self._think():
+            if isinstance(item, Reply):
+                reply = item
+            else:
+                yield item
+        assert reply is not None
+        calls = self._parse_calls(reply.tool_calls)
+        self.memory.add_assistant(reply.content, [_wire(c) for c in calls])
+        yield AssistantMessage(reply.content, tuple(c.name for c in reply.tool_calls))
+        if not calls:
+            if reply.content.strip():
+                if reply.finish_reason == "length":
+                    yield Notice("the answer was cut by the model's max_tokens limit", "warning")
+                yield FinalAnswer(reply.content)
+                return
+            yield Notice("the model returned an empty reply; asking it to continue", "warning")
+            self.memory.add_user("(Your last reply was empty. Answer the request, or call a tool.)")
+            yield RunAgain()
+            return
+        async for event in self._act(calls):
+            yield event
+        terminate = next((c for c in calls if c.name == TERMINATE and c.problem is None), None)
+        if terminate is not None:
+            yield FinalAnswer(str(terminate.arguments.get("answer") or reply.content or "Done."))
+            return
+        yield RunAgain()
+
+    async def _think(self) -> AsyncIterator[Event | Reply]:
+        tools, tools_tokens = self._tool_list()
+        budget = self.context_window - self.reserve_tokens - tools_tokens
+        for attempt in (1, 2):
+            messages = self.memory.for_request(budget)
+            try:
+                async for item in self.model.stream(messages, tools):
+                    if isinstance(item, str):
+                        yield TextDelta(item)
+                    elif isinstance(item, RetryNotice):
+                        yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
+                    else:
+                        usage = Usage(item.usage.prompt_tokens, item.usage.completion_tokens)
+                        self._run_usage += usage
+                        self.session_usage += usage
+                        yield item
+                        return
+            except ContextOverflowError:
+                if attempt == 2:
+                    raise
+                budget //= 2
+                yield Notice(
+                    "the conversation did not fit the model's context; trimmed it", "warning"
+                )
+        raise ModelError("the model stream ended without a reply")
+
+    def _tool_list(self) -> tuple[list[dict[str, Any]], int]:
+        """The model's tool list, rebuilt only when the registry's list changes."""
+        source = self.tools.openai_tools()
+        if source is not self._tools_source:
+            self._tools_source = source
+            self._tools_cache = [*source, TERMINATE_TOOL]
+            self._tools_tokens = len(json.dumps(self._tools_cache)) // 4
+        return self._tools_cache, self._tools_tokens
+
+    def _parse_calls(self, tool_calls: tuple[ToolCall, ...]) -> list[_Call]:
+        calls: list[_Call] = []
+        for tc in tool_calls:
+            spec = self.tools.tools.get(tc.name)
+            arguments, problem = _parse_arguments(tc.arguments)
+            if spec is None and tc.name not in AGENT_TOOL_NAMES:
+                problem = f"unknown tool '{tc.name}'. Use one of the tools you were given."
+            calls.append(_Call(tc.id, tc.name, arguments, spec, problem))
+        return calls
+
+    async def _act(self, calls: list[_Call]) -> AsyncIterator[Event]:
+        """Approve in order (a human answers one question at a time), run concurrently."""
+        verdicts: dict[str, str | None] = {}
+        for call in calls:
+            verdicts[call.id] = call.problem or await self._refusal(call)
+        send, receive = anyio.create_memory_object_stream[Event](100)
+        results: dict[str, Observation] = {}
+
+        async def run_all() -> None:
+            async with send, anyio.create_task_group() as tg:
+                for call in calls:
+                    tg.start_soon(self._run_call, call, verdicts[call.id], send.clone(), results)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run_all)
+                async with receive:
+                    async for event in receive:
+                        yield event
+        finally:  # results in call order, keyed by id; a cut-short call is marked cancelled
+            for call in calls:
+                done = results.get(call.id)
+                self.memory.add_tool_result(
+                    call.id,
+                    done.text if done else "Error: cancelled by the user before it finished",
+                )
+
+    async def _refusal(self, call: _Call) -> str | None:
+        if call.spec is None:
+            return None
+        request = ApprovalRequest(
+            call.spec.server, call.spec.name, call.name, call.arguments, call.spec
+        )
+        verdict = await self.approval.check(request)
+        return None if verdict.allowed else verdict.reason
+
+    async def _run_call(
+        self, call: _Call, refusal: str | None, send: Any, results: dict[str, Observation]
+    ) -> None:
+        server, tool = (call.spec.server, call.spec.name) if call.spec else ("agent", call.name)
+        async with send:
+            await send.send(ToolCallStarted(call.id, call.name, server, tool, call.arguments))
+            started = time.perf_counter()
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                await send.send(ToolProgress(call.id, done, total, message))
+
+            if refusal is not None:
+                observation = error_observation(None, refusal)
+            elif call.spec is None:
+                observation = Observation(text="Finishing.")
+            else:
+                observation = await self.tools.call(call.name, call.arguments, progress=progress)
+            observation = self._note_repeats(call, observation)
+            results[call.id] = observation
+            await send.send(
+                ToolCallFinished(
+                    call.id,
+                    call.name,
+                    server,
+                    tool,
+                    call.arguments,
+                    observation.text,
+                    observation.is_error,
+                    (time.perf_counter() - started) * 1000,
+                    denied=refusal is not None and call.problem is None,
+                )
+            )
+
+    def _note_repeats(self, call: _Call, observation: Observation) -> Observation:
+        key = (call.name, json.dumps(call.arguments, sort_keys=True), observation.text)
+        self._seen[key] += 1
+        if self._seen[key] < REPEAT_LIMIT:
+            return observation
+        note = (
+            f"\n[note from the agent: this exact call returned this exact result "
+            f"{self._seen[key]} times; do not repeat it — use the result or change approach]"
+        )
+        return Observation(
+            observation.text + note,
+            observation.is_error,
+            observation.images,
+            observation.truncated_chars,
+        )
+
+    def _close_pending(self, reason: str) -> None:
+        """Keep memory valid if a step was cut short: every call gets a result."""
+        for call_id in self.memory.pending_call_ids():
+            self.memory.add_tool_result(call_id, f"Error: {reason}")
+
+
+def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, (
+            f"the arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
+            "send a JSON object that matches the tool's schema"
+        )
+    if not isinstance(value, dict):
+        return {}, f"the arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _wire(call: _Call) -> dict[str, Any]:
+    """The call as memory keeps it: arguments re-serialised, so strict endpoints accept it."""
+    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }

@@ -1,0 +1,169 @@
+"""Wiring for one process: model + registry + memory + agent, then a front end.
+
+Single-shot: stdout holds only the answer (or one JSON object); everything else goes to
+stderr. The REPL lives in agent.ui.repl and is given the same pieces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import anyio
+from rich.console import Console
+from rich.markdown import Markdown
+
+from agent.approval import ApprovalPolicy, AskFn
+from agent.config import Settings
+from agent.errors import ConfigError
+from agent.events import Event, RunFinished, ToolCallFinished, Usage
+from agent.llm import OpenAIModel
+from agent.memory import Memory
+from agent.react import AGENT_TOOL_NAMES, Agent
+from agent.tools.registry import ToolRegistry
+from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
+
+EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+def make_model(settings: Settings) -> OpenAIModel:
+    """The model client; a missing key is a config error unless the endpoint is local."""
+    llm = settings.llm
+    key = llm.api_key
+    if not key:
+        host = urlparse(llm.base_url or "").hostname
+        if host not in LOCAL_HOSTS:
+            raise ConfigError(
+                "no API key: set OPENAI_API_KEY (or api_key in [llm] of config/config.toml); "
+                "local servers such as Ollama need only --base-url http://localhost:11434/v1"
+            )
+        key = "not-needed"
+    return OpenAIModel(
+        base_url=llm.base_url,
+        api_key=key,
+        model=llm.model,
+        temperature=llm.temperature,
+        max_tokens=llm.max_tokens,
+        request_timeout=llm.request_timeout,
+        stream=llm.stream,
+    )
+
+
+def verbosity(settings: Settings) -> int:
+    if settings.ui.quiet:
+        return QUIET
+    return VERBOSE if settings.ui.verbose else NORMAL
+
+
+@contextlib.asynccontextmanager
+async def connected(settings: Settings, stderr: Console) -> AsyncIterator[ToolRegistry]:
+    """Connect every server; report failures by name and carry on with the rest."""
+    async with ToolRegistry(settings, reserved_names=AGENT_TOOL_NAMES) as registry:
+        for failure in await registry.connect_all():
+            log = registry.servers[failure.server].status.log_path
+            hint = f" (log: {log})" if log and failure.step == "connect" else ""
+            stderr.print(f"warning: {failure}{hint}", markup=False, highlight=False, style="yellow")
+        yield registry
+
+
+def build_agent(
+    settings: Settings, registry: ToolRegistry, model: OpenAIModel, ask: AskFn | None
+) -> Agent:
+    mode: Literal["ask", "yes"] = "yes" if settings.ui.approval == "yes" else "ask"
+    return Agent(
+        model,
+        registry,
+        Memory.with_instructions(settings.agent.system_prompt, registry.instructions()),
+        max_steps=settings.agent.max_steps,
+        context_window=settings.llm.context_window,
+        reserve_tokens=settings.llm.max_tokens or 4096,
+        approval=ApprovalPolicy(mode=mode, ask=ask),
+    )
+
+
+@dataclass
+class RunRecord:
+    """What a single-shot run reports in --output json."""
+
+    finished: RunFinished | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, ToolCallFinished):
+            self.tool_calls.append(
+                {
+                    "server": event.server,
+                    "tool": event.tool,
+                    "name": event.name,
+                    "arguments": event.arguments,
+                    "is_error": event.is_error,
+                    "output": event.output,
+                    "duration_ms": round(event.duration_ms, 1),
+                }
+            )
+        elif isinstance(event, RunFinished):
+            self.finished = event
+
+    def to_json(self) -> dict[str, Any]:
+        done = self.finished or RunFinished("cancelled", None, 0, Usage(), "interrupted")
+        return {
+            "answer": done.answer,
+            "status": done.status,
+            "steps": done.steps,
+            "tool_calls": self.tool_calls,
+            "usage": {
+                "prompt_tokens": done.usage.prompt_tokens,
+                "completion_tokens": done.usage.completion_tokens,
+            },
+            "error": done.error,
+        }
+
+
+def print_answer(answer: str) -> None:
+    """Rendered on a terminal; verbatim (no wrapping, no markup) into pipes and files."""
+    if sys.stdout.isatty():
+        Console().print(Markdown(answer))
+    else:
+        sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
+        sys.stdout.flush()
+
+
+async def _single(settings: Settings, request: str, output: str) -> int:
+    stderr = Console(stderr=True)
+    model = make_model(settings)
+    record = RunRecord()
+    renderer = EventRenderer(stderr, verbosity=verbosity(settings), stream_answer=False)
+    try:
+        async with connected(settings, stderr) as registry:
+            agent = build_agent(settings, registry, model, ask=None)
+            async for event in agent.run(request):
+                record.add(event)
+                renderer.handle(event)
+    finally:
+        renderer.close()
+        if output == "json":
+            print(json.dumps(record.to_json(), ensure_ascii=False))
+        await model.aclose()
+    done = record.finished
+    assert done is not None
+    if output == "text" and done.answer is not None:
+        print_answer(done.answer)
+    return EXIT_CODES[done.status]
+
+
+def run_single(settings: Settings, request: str, *, output: str, resume: str | None) -> int:
+    if resume:
+        raise ConfigError("--resume is not supported in this version yet")
+    return anyio.run(_single, settings, request, output)
+
+
+def run_repl(settings: Settings, *, resume: str | None) -> int:
+    from agent.ui.repl import repl_main
+
+    return repl_main(settings, resume=resume)

@@ -1,0 +1,283 @@
+"""The interactive REPL: prompt-toolkit input, slash commands, rich output.
+
+Built by injection (console, prompt session, agent, registry) so tests drive it with a
+pipe input and a console on a StringIO. Ctrl-C during a turn cancels that turn only;
+memory stays valid (cut-short tool calls are recorded as cancelled).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, InMemoryHistory
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agent.approval import ApprovalRequest, Decision
+from agent.config import Settings
+from agent.react import Agent
+from agent.tools.registry import ToolRegistry
+from agent.ui.render import EventRenderer, compact_json
+
+Handler = Callable[[str], Awaitable[bool | None]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    handler: Handler
+
+
+class ReplCompleter(Completer):
+    """Slash commands at the start of a line; tool and server names after /tools."""
+
+    def __init__(self, repl: Repl) -> None:
+        self.repl = repl
+
+    def get_completions(self, document: Document, complete_event: object) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/"):
+            return
+        if " " not in text:
+            for name in self.repl.commands:
+                if name.startswith(text[1:]):
+                    yield Completion("/" + name, start_position=-len(text))
+            return
+        command, _, arg = text.partition(" ")
+        if command in ("/tools", "/servers"):
+            for name in self.repl.registry.servers:
+                if name.startswith(arg):
+                    yield Completion(name, start_position=-len(arg))
+
+
+class Repl:
+    def __init__(
+        self,
+        console: Console,
+        session: PromptSession[str],
+        agent: Agent,
+        registry: ToolRegistry,
+        settings: Settings,
+        renderer: EventRenderer,
+    ) -> None:
+        self.console = console
+        self.session = session
+        self.agent = agent
+        self.registry = registry
+        self.settings = settings
+        self.renderer = renderer
+        self.commands: dict[str, Command] = {}
+        self._turn_scope: anyio.CancelScope | None = None
+        for name, help_text, handler in (
+            ("help", "show the commands", self._help),
+            ("tools", "list tools: /tools [server]", self._tools),
+            ("servers", "server status table", self._servers),
+            ("model", "show or set the model: /model [name]", self._model),
+            ("clear", "forget the conversation", self._clear),
+            ("history", "show the conversation so far", self._history),
+            ("usage", "tokens used this session", self._usage),
+            ("approve", "show or set approval: /approve [ask|yes]", self._approve),
+            ("exit", "leave (also Ctrl-D)", self._exit),
+            ("quit", "leave", self._exit),
+        ):
+            self.commands[name] = Command(name, help_text, handler)
+
+    # -- main loop ---------------------------------------------------------------------
+
+    async def loop(self) -> int:
+        self.console.print(
+            Text(
+                f"{len(self.registry.tools)} tools from {len(self.registry.servers)} server(s). "
+                "Type /help for commands, Ctrl-D to exit.",
+                style="dim",
+            )
+        )
+        while True:
+            try:
+                line = await self.session.prompt_async("› ")
+            except KeyboardInterrupt:
+                continue
+            except EOFError:
+                return 0
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if await self.dispatch(line):
+                    return 0
+                continue
+            await self.run_turn(line)
+
+    async def dispatch(self, line: str) -> bool:
+        """Run a slash command; True means leave the REPL."""
+        name, _, arg = line[1:].partition(" ")
+        command = self.commands.get(name)
+        if command is None:
+            close = difflib.get_close_matches(name, list(self.commands), n=1)
+            hint = f" — did you mean /{close[0]}?" if close else " — try /help"
+            self.console.print(Text(f"unknown command /{name}{hint}", style="yellow"))
+            return False
+        return bool(await command.handler(arg.strip()))
+
+    async def run_turn(self, request: str) -> None:
+        """One request; Ctrl-C cancels it and returns to the prompt."""
+        with anyio.CancelScope() as scope, self._sigint_cancels(scope):
+            async with contextlib.aclosing(self.agent.run(request)) as events:
+                async for event in events:
+                    self.renderer.handle(event)
+        self.renderer.close()
+        if scope.cancelled_caught:
+            self.console.print(Text("cancelled", style="yellow"))
+
+    @contextlib.contextmanager
+    def _sigint_cancels(self, scope: anyio.CancelScope) -> Iterator[None]:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, scope.cancel)
+        except (NotImplementedError, RuntimeError, ValueError):  # not main thread / platform
+            yield
+            return
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    async def ask(self, request: ApprovalRequest) -> Decision:
+        """Approval prompt; Ctrl-C or anything unclear counts as no."""
+        self.renderer.close()
+        args = compact_json(request.arguments, 300)
+        question = (
+            f"Run {request.server} › {request.tool} {args}? [y]es / [n]o / [a]lways for this tool: "
+        )
+        try:
+            answer = (await self.session.prompt_async(question)).strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            return "no"
+        if answer in ("a", "always"):
+            return "always"
+        return "yes" if answer in ("y", "yes") else "no"
+
+    # -- commands ----------------------------------------------------------------------
+
+    async def _help(self, arg: str) -> None:
+        table = Table(show_header=False, box=None)
+        for command in self.commands.values():
+            table.add_row(Text("/" + command.name, style="bold"), Text(command.help))
+        self.console.print(table)
+
+    async def _tools(self, arg: str) -> None:
+        table = Table("name", "title", "hints", "description", box=None)
+        for public, spec in self.registry.tools.items():
+            if arg and spec.server != arg:
+                continue
+            hints = (
+                "read-only" if spec.read_only else ("destructive" if spec.destructive else "writes")
+            )
+            desc = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
+            table.add_row(Text(public), Text(spec.title or ""), Text(hints), Text(desc[:80]))
+        self.console.print(table)
+
+    async def _servers(self, arg: str) -> None:
+        table = Table("server", "transport", "state", "tools", "restarts", "last error", box=None)
+        for st in self.registry.statuses():
+            style = {"ready": "green", "failed": "red"}.get(st.state, "")
+            table.add_row(
+                Text(st.name),
+                Text(st.transport),
+                Text(st.state, style=style),
+                str(st.tool_count),
+                str(st.restarts),
+                Text(st.error or ""),
+            )
+        self.console.print(table)
+
+    async def _model(self, arg: str) -> None:
+        if arg:
+            self.agent.model.model = arg
+        self.console.print(Text(f"model: {self.agent.model.model}"))
+
+    async def _clear(self, arg: str) -> None:
+        self.agent.memory.clear()
+        self.console.print(Text("conversation cleared", style="dim"))
+
+    async def _history(self, arg: str) -> None:
+        for message in self.agent.memory.messages:
+            role = message["role"]
+            content = message.get("content") or ""
+            if message.get("tool_calls"):
+                calls = ", ".join(c["function"]["name"] for c in message["tool_calls"])
+                content = f"{content}\n(calls {calls})".strip()
+            self.console.print(Text(f"{role}: ", style="bold"), Text(str(content)[:500]))
+
+    async def _usage(self, arg: str) -> None:
+        usage = self.agent.session_usage
+        self.console.print(
+            Text(
+                f"session: {usage.prompt_tokens} prompt + "
+                f"{usage.completion_tokens} completion tokens"
+            )
+        )
+
+    async def _approve(self, arg: str) -> None:
+        policy = self.agent.approval
+        if arg in ("ask", "yes"):
+            policy.mode = arg  # type: ignore[assignment]
+        always = ", ".join(f"{s} › {t}" for s, t in sorted(policy.always)) or "none"
+        self.console.print(Text(f"approval: {policy.mode}; always allowed: {always}"))
+
+    async def _exit(self, arg: str) -> bool:
+        return True
+
+
+def history_file(settings: Settings) -> Path:
+    path = settings.state_dir / "history"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+async def _repl(settings: Settings) -> int:
+    from agent.session import build_agent, connected, make_model, verbosity
+
+    console = Console()
+    model = make_model(settings)
+    try:
+        history = FileHistory(str(history_file(settings)))
+    except OSError:
+        history = InMemoryHistory()
+    session: PromptSession[str] = PromptSession(history=history)
+    try:
+        async with connected(settings, Console(stderr=True)) as registry:
+            renderer = EventRenderer(console, verbosity=verbosity(settings), stream_answer=True)
+            holder: list[Repl] = []
+
+            async def ask(request: ApprovalRequest) -> Decision:
+                return await holder[0].ask(request)
+
+            agent = build_agent(settings, registry, model, ask=ask)
+            repl = Repl(console, session, agent, registry, settings, renderer)
+            holder.append(repl)
+            session.completer = ReplCompleter(repl)
+            return await repl.loop()
+    finally:
+        await model.aclose()
+
+
+def repl_main(settings: Settings, *, resume: str | None) -> int:
+    if resume:
+        from agent.errors import ConfigError
+
+        raise ConfigError("--resume is not supported in this version yet")
+    return anyio.run(_repl, settings)

@@ -1,0 +1,144 @@
+"""Tool naming (valid, unique, reversible) and CallToolResult conversion."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import mcp.types as types
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.tools.registry import NAME_LIMIT, assign_names
+from agent.tools.results import to_observation, truncate, untrusted_marker
+
+VALID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def test_clean_names_are_kept_as_is() -> None:
+    names = assign_names([("time", "get_current_time"), ("everything", "get-sum")])
+    assert names == {
+        "time__get_current_time": ("time", "get_current_time"),
+        "everything__get-sum": ("everything", "get-sum"),
+    }
+
+
+def test_same_tool_on_two_servers_gets_two_names() -> None:
+    names = assign_names([("a", "read_file"), ("b", "read_file")])
+    assert set(names.values()) == {("a", "read_file"), ("b", "read_file")}
+    assert len(names) == 2
+
+
+def test_long_dotted_and_unicode_names_become_valid_and_reversible() -> None:
+    pairs = [
+        ("srv", "x" * 100),
+        ("srv", "x" * 101),
+        ("srv", "files.read/all"),
+        ("srv", "files_read_all"),
+        ("sérvér", "名前"),
+    ]
+    names = assign_names(pairs)
+    assert all(VALID.match(name) for name in names)
+    assert sorted(names.values()) == sorted(pairs)
+
+
+def test_sanitized_collision_cannot_shadow_clean_name() -> None:
+    names = assign_names([("a", "b.c"), ("a", "b_c")])
+    assert names["a__b_c"] == ("a", "b_c") or ("a", "b_c") in names.values()
+    assert len(set(names)) == 2
+
+
+def test_reserved_names_are_never_assigned() -> None:
+    names = assign_names([("x", "y")], reserved={"x__y", "terminate"})
+    assert "x__y" not in names and "terminate" not in names
+    assert list(names.values()) == [("x", "y")]
+
+
+def test_names_are_deterministic() -> None:
+    pairs = [("s", "a.b"), ("s", "a_b"), ("t", "z" * 90)]
+    assert assign_names(pairs) == assign_names(list(pairs))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text(min_size=1, max_size=40), st.text(min_size=1, max_size=120)),
+        unique=True,
+        max_size=30,
+    )
+)
+def test_any_names_are_valid_unique_and_map_back(pairs: list[tuple[str, str]]) -> None:
+    names = assign_names(pairs, reserved={"terminate"})
+    assert len(names) == len(pairs)
+    assert sorted(names.values()) == sorted(pairs)
+    for name in names:
+        assert VALID.match(name), name
+        assert len(name) <= NAME_LIMIT
+
+
+def _result(
+    *blocks: types.ContentBlock, structured: object = None, is_error: bool = False
+) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=list(blocks), structured_content=structured, is_error=is_error
+    )
+
+
+def test_every_content_type_is_kept() -> None:
+    png = base64.b64encode(b"\x89PNG" + b"0" * 2000).decode()
+    result = _result(
+        types.TextContent(text="hello"),
+        types.ImageContent(data=png, mime_type="image/png"),
+        types.AudioContent(data=base64.b64encode(b"RIFF").decode(), mime_type="audio/wav"),
+        types.ResourceLink(uri="file:///a.txt", name="a", mime_type="text/plain"),
+        types.EmbeddedResource(
+            resource=types.TextResourceContents(
+                uri="mem://x", mime_type="text/plain", text="inside"
+            )
+        ),
+        types.EmbeddedResource(
+            resource=types.BlobResourceContents(
+                uri="mem://b", mime_type="application/zip", blob=base64.b64encode(b"zz").decode()
+            )
+        ),
+        structured={"k": 1},
+    )
+    obs = to_observation(result, "srv", 10_000)
+    assert obs.text.startswith(untrusted_marker("srv"))
+    for expected in [
+        "hello",
+        "[image image/png",
+        "[audio audio/wav",
+        "file:///a.txt",
+        "inside",
+        "mem://b",
+        "application/zip",
+        '{"k": 1}',
+    ]:
+        assert expected in obs.text
+    assert len(obs.images) == 1 and obs.images[0].mime_type == "image/png"
+    assert not obs.is_error
+
+
+def test_structured_content_not_repeated_when_text_has_it() -> None:
+    obs = to_observation(_result(types.TextContent(text='{"a": 1}'), structured={"a": 1}), "s", 999)
+    assert "[structured content]" not in obs.text
+
+
+def test_error_results_are_marked() -> None:
+    obs = to_observation(_result(types.TextContent(text="boom"), is_error=True), "s", 999)
+    assert obs.is_error and "error" in obs.text and "boom" in obs.text
+
+
+def test_long_output_is_cut_with_a_note() -> None:
+    obs = to_observation(_result(types.TextContent(text="a" * 50_000 + "END")), "s", 1000)
+    assert obs.truncated_chars == 50_003 - 1000
+    assert "characters cut" in obs.text and obs.text.rstrip().endswith("END")
+    assert len(obs.text) < 1400
+
+
+@given(st.text(max_size=3000), st.integers(min_value=1, max_value=2000))
+def test_truncate_never_exceeds_budget_by_more_than_the_note(text: str, limit: int) -> None:
+    out, cut = truncate(text, limit)
+    assert cut == max(0, len(text) - limit)
+    assert len(out) <= limit + 100

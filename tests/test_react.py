@@ -1,0 +1,216 @@
+"""The ReAct loop with a scripted in-process model and coroutine tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from agent.approval import ApprovalPolicy, ApprovalRequest, Decision
+from agent.errors import ContextOverflowError, ModelError
+from agent.events import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+from agent.memory import Memory
+from agent.react import Agent
+from tests.fake_model import FakeModel, FakeTools, answer, calls, sleep_then
+
+pytestmark = pytest.mark.anyio
+
+
+async def drain(agent: Agent, request: str) -> list[Event]:
+    with anyio.fail_after(10):
+        return [event async for event in agent.run(request)]
+
+
+def finished(events: list[Event]) -> RunFinished:
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    return last
+
+
+def make(script: list[Any], tools: FakeTools | None = None, **kw: Any) -> tuple[Agent, FakeModel]:
+    model = FakeModel(script)
+    agent = Agent(model, tools or FakeTools({}), Memory(), **kw)
+    return agent, model
+
+
+async def echo(args: dict[str, Any]) -> str:
+    return f"echo:{args.get('text')}"
+
+
+async def test_plain_answer_streams_and_finishes() -> None:
+    agent, model = make([answer("Hello there, friend")])
+    events = await drain(agent, "hi")
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello there, friend"
+    done = finished(events)
+    assert (done.status, done.answer, done.steps) == ("answered", "Hello there, friend", 1)
+    assert done.usage.prompt_tokens == 10
+    model.assert_complete()
+
+
+async def test_tool_result_reaches_the_next_request() -> None:
+    tools = FakeTools({"echo": echo})
+    agent, model = make([calls(("echo", {"text": "x1"})), answer("done")], tools)
+    done = finished(await drain(agent, "go"))
+    assert done.answer == "done"
+    tool_msgs = [m for m in model.requests[1] if m["role"] == "tool"]
+    assert tool_msgs[0]["tool_call_id"] == "call_1" and "echo:x1" in tool_msgs[0]["content"]
+    assert model.requests[1][0]["role"] == "system"
+
+
+async def test_independent_calls_run_concurrently_and_keep_call_order() -> None:
+    b_started = anyio.Event()
+
+    async def a(args: dict[str, Any]) -> str:
+        await b_started.wait()  # deadlocks (and times out) if calls ran one after another
+        return "A"
+
+    async def b(args: dict[str, Any]) -> str:
+        b_started.set()
+        return "B"
+
+    agent, model = make([calls(("a", {}), ("b", {})), answer("ok")], FakeTools({"a": a, "b": b}))
+    events = await drain(agent, "both")
+    assert finished(events).status == "answered"
+    order = [e.name for e in events if isinstance(e, ToolCallFinished)]
+    assert order == ["b", "a"]  # b finished first ...
+    tool_msgs = [m for m in model.requests[1] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs] == [
+        "call_1",
+        "call_2",
+    ]  # ... memory in call order
+    assert tool_msgs[0]["content"] == "A"
+
+
+async def test_invalid_json_and_unknown_tool_become_observations() -> None:
+    agent, model = make(
+        [calls(("echo", '{"text": "unterminated'), ("nope", {})), answer("recovered")],
+        FakeTools({"echo": echo}),
+    )
+    events = await drain(agent, "go")
+    assert finished(events).answer == "recovered"
+    results = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert all(r.is_error for r in results)
+    tool_msgs = [m["content"] for m in model.requests[1] if m["role"] == "tool"]
+    assert "not valid JSON" in tool_msgs[0] and "unknown tool 'nope'" in tool_msgs[1]
+    assistant = [m for m in model.requests[1] if m["role"] == "assistant"][0]
+    assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"
+
+
+async def test_max_steps_stops_the_run() -> None:
+    script = [calls(("echo", {"text": str(i)})) for i in range(3)]
+    agent, _ = make(script[:2], FakeTools({"echo": echo}), max_steps=2)
+    done = finished(await drain(agent, "loop"))
+    assert (done.status, done.steps) == ("max_steps", 2)
+
+
+async def test_terminate_ends_the_run_with_its_answer() -> None:
+    agent, _ = make([calls(("terminate", {"status": "success", "answer": "all set"}))])
+    done = finished(await drain(agent, "finish"))
+    assert (done.status, done.answer) == ("answered", "all set")
+
+
+async def test_repeated_identical_calls_are_noticed() -> None:
+    script = [calls(("echo", {"text": "same"})) for _ in range(3)] + [answer("stop")]
+    agent, model = make(script, FakeTools({"echo": echo}))
+    await drain(agent, "go")
+    last_tool = [m for m in model.requests[3] if m["role"] == "tool"][-1]
+    assert "3 times" in last_tool["content"]
+
+
+async def test_model_error_ends_run_with_error_status() -> None:
+    agent, _ = make([ModelError("API key rejected")])
+    done = finished(await drain(agent, "x"))
+    assert done.status == "error" and "API key" in (done.error or "")
+
+
+async def test_context_overflow_trims_and_retries_once() -> None:
+    agent, model = make([ContextOverflowError("too long"), answer("fits now")])
+    done = finished(await drain(agent, "x"))
+    assert done.answer == "fits now" and len(model.requests) == 2
+
+
+async def test_empty_reply_asks_the_model_to_continue() -> None:
+    agent, model = make([answer(""), answer("real answer")])
+    done = finished(await drain(agent, "x"))
+    assert done.answer == "real answer" and done.steps == 2
+
+
+async def test_unapproved_write_tool_is_refused_as_observation() -> None:
+    asked: list[ApprovalRequest] = []
+
+    async def deny(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return "no"
+
+    tools = FakeTools({"write": echo, "read": echo}, read_only=frozenset({"read"}))
+    agent, model = make(
+        [calls(("write", {"text": "w"}), ("read", {"text": "r"})), answer("ok")],
+        tools,
+        approval=ApprovalPolicy(mode="ask", ask=deny),
+    )
+    events = await drain(agent, "go")
+    assert [r.tool for r in asked] == ["write"]
+    assert tools.calls == [("read", {"text": "r"})]
+    denied = [e for e in events if isinstance(e, ToolCallFinished) and e.denied]
+    assert [e.name for e in denied] == ["write"]
+    assert "declined" in [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+
+
+async def test_always_approval_lasts_for_that_tool_only() -> None:
+    answers = iter(["always", "no"])
+
+    async def ask(request: ApprovalRequest) -> Decision:
+        return next(answers)  # type: ignore[return-value]
+
+    policy = ApprovalPolicy(mode="ask", ask=ask)
+    tools = FakeTools({"w1": echo, "w2": echo})
+    agent, _ = make(
+        [calls(("w1", {})), calls(("w1", {}), ("w2", {})), answer("ok")], tools, approval=policy
+    )
+    await drain(agent, "go")
+    assert [name for name, _ in tools.calls] == ["w1", "w1"]
+
+
+async def test_no_approval_callback_refuses_writes() -> None:
+    tools = FakeTools({"w": echo})
+    agent, model = make(
+        [calls(("w", {})), answer("ok")], tools, approval=ApprovalPolicy(mode="ask", ask=None)
+    )
+    await drain(agent, "go")
+    assert tools.calls == []
+    assert "--yes" in [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+
+
+async def test_cancelling_a_slow_tool_keeps_memory_valid() -> None:
+    started = anyio.Event()
+
+    async def slow(args: dict[str, Any]) -> str:
+        started.set()
+        return await sleep_then(30, "late")
+
+    agent, model = make(
+        [calls(("slow", {}), ("echo", {"text": "q"})), answer("after")],
+        FakeTools({"slow": slow, "echo": echo}),
+    )
+    with anyio.CancelScope() as scope:
+        async for event in agent.run("first"):
+            if isinstance(event, ToolCallStarted):
+                await started.wait()
+                scope.cancel()
+    assert agent.memory.pending_call_ids() == []
+    tool_msgs = [m for m in agent.memory.messages if m["role"] == "tool"]
+    assert len(tool_msgs) == 2 and "cancelled" in tool_msgs[0]["content"]
+    done = finished(await drain(agent, "second"))
+    assert done.answer == "after"
+    roles = [m["role"] for m in model.requests[-1]]
+    assert roles == ["system", "user", "assistant", "tool", "tool", "user"]
+
+
+async def test_multi_turn_memory_carries_tool_results() -> None:
+    agent, model = make(
+        [calls(("echo", {"text": "t1"})), answer("one"), answer("two")], FakeTools({"echo": echo})
+    )
+    await drain(agent, "first")
+    await drain(agent, "second")
+    assert any("echo:t1" in (m.get("content") or "") for m in model.requests[-1])
