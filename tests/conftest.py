@@ -1,0 +1,44 @@
+"""Shared fixtures. Server start/stop logic lives in tests/servers.py so it can be imported."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# `.venv/bin/pytest` (unlike `python -m pytest`) does not put the repo root on sys.path, and
+# tests/ has no __init__.py; this makes `from tests.servers import ...` work either way.
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.servers import REPO_ROOT, everything_server  # noqa: E402
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Only asyncio: the product runs on asyncio and trio is not installed."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+# Module scope: one node process per test module per xdist worker (each on its own free port),
+# instead of a ~0.3 s start per test; modules that need a pristine server can use
+# tests.servers.everything_server directly.
+@pytest.fixture(scope="module")
+def everything_http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Streamable-HTTP endpoint of a running server-everything, e.g. http://127.0.0.1:P/mcp."""
+    with everything_server("http", tmp_path_factory.mktemp("everything-http")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def everything_sse_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Legacy SSE endpoint of a running server-everything, e.g. http://127.0.0.1:P/sse."""
+    with everything_server("sse", tmp_path_factory.mktemp("everything-sse")) as url:
+        yield url

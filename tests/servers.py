@@ -1,0 +1,249 @@
+"""Locate and start the real MCP servers the tests talk to.
+
+Kept out of conftest.py so tests (and benches) can import the helpers directly. Everything here
+is safe to use from several pytest-xdist workers at once: ports are picked per server, the npm
+install is serialised by a file lock, and every process is started in its own process group so
+teardown can kill it (and any children) without touching anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install_node_deps.sh"
+EVERYTHING_PKG = "@modelcontextprotocol/server-everything"
+NPM_PREFIX_ENV = "MCP_AGENT_NPM_PREFIX"
+HOST = "127.0.0.1"
+
+READY_TIMEOUT = 20.0  # seconds a server gets to open its port
+STOP_GRACE = 3.0  # seconds between SIGTERM and SIGKILL
+_START_ATTEMPTS = 3  # free_port() can race with another process; retry with a new port
+
+HttpTransport = Literal["sse", "http"]
+_PATHS: dict[HttpTransport, str] = {"http": "/mcp", "sse": "/sse"}
+_EVERYTHING_MODES: dict[HttpTransport, str] = {"http": "streamableHttp", "sse": "sse"}
+
+
+# port -> (argv, extra env); lets the retry loop rebuild the command for a new port.
+CommandBuilder = Callable[[int], tuple[list[str], dict[str, str] | None]]
+
+
+class ServerStartError(RuntimeError):
+    """A test server could not be installed or did not come up; the message carries its log."""
+
+
+class ServerExitedError(ServerStartError):
+    """The server process died during startup (e.g. EADDRINUSE), so another port may work."""
+
+
+def free_port() -> int:
+    """Return a TCP port that was free a moment ago (the OS picks it, so workers don't collide)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def npm_prefix() -> Path:
+    """Where the npm test servers live; `$MCP_AGENT_NPM_PREFIX` overrides `<repo>/.cache/npm`."""
+    override = os.environ.get(NPM_PREFIX_ENV)
+    return Path(override).resolve() if override else REPO_ROOT / ".cache" / "npm"
+
+
+def everything_js() -> Path:
+    """Path to server-everything's dist/index.js, installing it once if it is missing.
+
+    The install runs under an exclusive flock on `<prefix>.lock` so parallel xdist workers
+    neither run npm concurrently nor see a half-written node_modules.
+    """
+    prefix = npm_prefix()
+    js = prefix / "node_modules" / EVERYTHING_PKG / "dist" / "index.js"
+    if js.is_file():
+        return js
+    if shutil.which("npm") is None:
+        raise ServerStartError(
+            f"{js} is missing and npm is not on PATH; install Node.js >= 20 "
+            f"or run {INSTALL_SCRIPT.relative_to(REPO_ROOT)} on a machine with npm"
+        )
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = prefix.with_name(prefix.name + ".lock")
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not js.is_file():  # another worker may have finished while we waited
+                proc = subprocess.run(
+                    ["bash", str(INSTALL_SCRIPT)],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                    env={**os.environ, NPM_PREFIX_ENV: str(prefix)},
+                )
+                if proc.returncode != 0 or not js.is_file():
+                    raise ServerStartError(
+                        f"installing {EVERYTHING_PKG} into {prefix} failed "
+                        f"(exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
+                    )
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return js
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        raise ServerStartError("node is not on PATH; server-everything tests need Node.js >= 20")
+    return node
+
+
+def everything_stdio_command() -> tuple[str, list[str]]:
+    """(command, args) for server-everything over stdio, ready for StdioServerParameters."""
+    return _node(), [str(everything_js()), "stdio"]
+
+
+def time_server_command() -> tuple[str, list[str]]:
+    """(command, args) for mcp-server-time over stdio; sys.executable so the venv's copy runs."""
+    return sys.executable, ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+
+
+def bundled_stdio_command() -> tuple[str, list[str]]:
+    """(command, args) for the project's own server over stdio."""
+    return sys.executable, ["-m", "agent.server", "--transport", "stdio"]
+
+
+def _log_tail(log_path: Path, limit: int = 4000) -> str:
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return "<no log>"
+    return text[-limit:] or "<empty log>"
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the whole group, SIGKILL after STOP_GRACE: node/uvicorn may have children."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_GRACE)
+    # Kill leftovers in the group even if the leader already exited.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_GRACE)
+
+
+@contextlib.contextmanager
+def run_http_server(
+    cmd: list[str],
+    port: int,
+    env: dict[str, str] | None,
+    ready_path: str,
+    log_path: Path,
+    *,
+    cwd: Path | None = None,
+    timeout: float = READY_TIMEOUT,
+) -> Iterator[str]:
+    """Run `cmd` until the context exits; yield `http://127.0.0.1:{port}{ready_path}`.
+
+    Readiness is "the TCP port accepts connections": an HTTP probe would hang on /sse. `env`
+    extends os.environ (a server that loses PATH fails in confusing ways). stdout+stderr go to
+    `log_path`, whose tail is in the error if the server dies or misses the deadline.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, **(env or {})}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,  # own process group -> killpg in _stop
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while not (_port_open(port) and proc.poll() is None):
+                if proc.poll() is not None:
+                    raise ServerExitedError(
+                        f"{cmd[0]} exited with {proc.returncode} before opening port {port}; "
+                        f"log {log_path}:\n{_log_tail(log_path)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise ServerStartError(
+                        f"{cmd[0]} did not open port {port} within {timeout:.0f}s; "
+                        f"log {log_path}:\n{_log_tail(log_path)}"
+                    )
+                time.sleep(0.05)
+            yield f"http://{HOST}:{port}{ready_path}"
+        finally:
+            _stop(proc)
+
+
+@contextlib.contextmanager
+def _run_with_retries(
+    build: CommandBuilder, ready_path: str, log_path: Path, cwd: Path | None = None
+) -> Iterator[str]:
+    """Start on a fresh port, retrying when the port was stolen between free_port() and bind."""
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        port = free_port()
+        cmd, env = build(port)
+        log = log_path.with_name(f"{log_path.stem}.{attempt}{log_path.suffix}")
+        stack = contextlib.ExitStack()
+        try:
+            url = stack.enter_context(run_http_server(cmd, port, env, ready_path, log, cwd=cwd))
+        except ServerExitedError:
+            if attempt == _START_ATTEMPTS:
+                raise
+            continue
+        with stack:
+            yield url
+        return
+
+
+@contextlib.contextmanager
+def everything_server(transport: HttpTransport, tmp_path: Path) -> Iterator[str]:
+    """Run server-everything over sse or streamable http; yield its endpoint URL (/sse or /mcp)."""
+    node, js = _node(), str(everything_js())
+    mode = _EVERYTHING_MODES[transport]
+
+    def build(port: int) -> tuple[list[str], dict[str, str] | None]:
+        return [node, js, mode], {"PORT": str(port)}
+
+    with _run_with_retries(build, _PATHS[transport], tmp_path / f"everything-{transport}.log") as u:
+        yield u
+
+
+@contextlib.contextmanager
+def bundled_server(transport: HttpTransport, root: Path, tmp_path: Path) -> Iterator[str]:
+    """Run `python -m agent.server` from checkout `root`; yield its endpoint URL (/sse or /mcp)."""
+
+    def build(port: int) -> tuple[list[str], dict[str, str] | None]:
+        cmd = [sys.executable, "-m", "agent.server", "--transport", transport]
+        cmd += ["--port", str(port), "--host", HOST]
+        pythonpath = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+        return cmd, {"PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
+
+    log_path = tmp_path / f"bundled-{transport}.log"
+    with _run_with_retries(build, _PATHS[transport], log_path, cwd=root) as url:
+        yield url
