@@ -1,0 +1,132 @@
+"""The registry against real MCP servers: every transport, failures, collisions."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agent.config import ServerConfig, Settings
+from agent.tools.registry import ToolRegistry
+from tests.servers import everything_stdio_command, free_port, time_server_command
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def settings_for(tmp_path: Path, *servers: ServerConfig, **agent: Any) -> Settings:
+    base = Settings()
+    return Settings(
+        servers=servers,
+        state_dir=tmp_path / "state",
+        workspace=tmp_path,
+        agent=base.agent.model_copy(update=agent),
+    )
+
+
+def stdio(name: str, command: tuple[str, list[str]], **kw: Any) -> ServerConfig:
+    return ServerConfig(name=name, type="stdio", command=command[0], args=tuple(command[1]), **kw)
+
+
+async def test_everything_over_stdio_sse_and_http(
+    tmp_path: Path, everything_sse_url: str, everything_http_url: str
+) -> None:
+    settings = settings_for(
+        tmp_path,
+        stdio("ev_stdio", everything_stdio_command()),
+        ServerConfig(name="ev_sse", type="sse", url=everything_sse_url),
+        ServerConfig(name="ev_http", type="http", url=everything_http_url),
+    )
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            for server in ("ev_stdio", "ev_sse", "ev_http"):
+                obs = await registry.call(f"{server}__get-sum", {"a": 2, "b": 40})
+                assert "42" in obs.text and not obs.is_error
+                obs = await registry.call(f"{server}__echo", {"message": "hi there"})
+                assert "hi there" in obs.text
+                image = await registry.call(f"{server}__get-tiny-image", {})
+                assert len(image.images) == 1 and "[image image/png" in image.text
+                links = await registry.call(f"{server}__get-resource-links", {"count": 2})
+                assert "resource link demo://resource/" in links.text
+                embedded = await registry.call(
+                    f"{server}__get-resource-reference", {"resourceType": "Text", "resourceId": 1}
+                )
+                assert "[resource demo://resource/dynamic/text/1" in embedded.text
+                structured = await registry.call(
+                    f"{server}__get-structured-content", {"location": "Chicago"}
+                )
+                assert "temperature" in structured.text
+                bad = await registry.call(f"{server}__get-sum", {"a": "x"})
+                assert bad.is_error
+
+
+async def test_time_server_over_stdio(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, stdio("time", time_server_command()))
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            obs = await registry.call("time__get_current_time", {"timezone": "Asia/Tokyo"})
+            assert '"timezone": "Asia/Tokyo"' in obs.text and "+09:00" in obs.text
+            bad = await registry.call("time__get_current_time", {"timezone": "Mars/Base"})
+            assert bad.is_error and "Invalid timezone" in bad.text
+
+
+async def test_dead_servers_are_reported_and_the_good_one_works(tmp_path: Path) -> None:
+    hang = (sys.executable, ["-c", "import time; time.sleep(60)"])
+    crash = (sys.executable, ["-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"])
+    settings = settings_for(
+        tmp_path,
+        stdio("good", time_server_command()),
+        stdio("missing", ("no-such-command-for-mcp-tests", [])),
+        stdio("crash", crash),
+        stdio("hang", hang, timeout=2),
+        ServerConfig(name="refused", type="http", url=f"http://127.0.0.1:{free_port()}/mcp"),
+    )
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings) as registry:
+            failures = {f.server: f for f in await registry.connect_all()}
+            assert set(failures) == {"missing", "crash", "hang", "refused"}
+            assert "command not found" in failures["missing"].cause
+            assert "closed the connection" in failures["crash"].cause
+            assert "no answer within 2 s" in failures["hang"].cause
+            assert "connection refused" in failures["refused"].cause
+            assert all(f.step == "connect" for f in failures.values())
+            obs = await registry.call("good__get_current_time", {"timezone": "UTC"})
+            assert not obs.is_error
+            assert {s.name: s.state for s in registry.statuses()}["crash"] == "failed"
+    log = (tmp_path / "state" / "logs" / "crash.log").read_text()
+    assert "boom" in log
+
+
+async def test_same_tool_name_on_two_servers_is_callable_under_two_names(tmp_path: Path) -> None:
+    settings = settings_for(
+        tmp_path,
+        stdio("one", everything_stdio_command(), include_tools=("echo",)),
+        stdio("two", everything_stdio_command(), include_tools=("echo", "get-sum")),
+    )
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings, reserved_names={"terminate"}) as registry:
+            assert await registry.connect_all() == []
+            assert sorted(registry.tools) == ["one__echo", "two__echo", "two__get-sum"]
+            a = await registry.call("one__echo", {"message": "from one"})
+            b = await registry.call("two__echo", {"message": "from two"})
+            assert "from one" in a.text and "'one'" in a.text
+            assert "from two" in b.text and "'two'" in b.text
+            names = [t["function"]["name"] for t in registry.openai_tools()]
+            assert names == sorted(registry.tools) or sorted(names) == sorted(registry.tools)
+
+
+async def test_tool_timeout_becomes_an_observation(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, stdio("ev", everything_stdio_command(), tool_timeout=1))
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            obs = await registry.call(
+                "ev__trigger-long-running-operation", {"duration": 5, "steps": 5}
+            )
+            assert obs.is_error and "timed out after 1 s" in obs.text
+            again = await registry.call("ev__echo", {"message": "still alive"})
+            assert "still alive" in again.text
