@@ -8,6 +8,7 @@ every OpenAI-compatible endpoint rejects a tool message without its call.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,12 @@ class Memory:
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     messages: list[Message] = field(default_factory=list)
+    sink: Callable[[Message], None] | None = None  # the transcript: sees every message added
+
+    def _append(self, message: Message) -> None:
+        self.messages.append(message)
+        if self.sink is not None:
+            self.sink(message)
 
     @classmethod
     def with_instructions(cls, base: str | None, instructions: dict[str, str]) -> Memory:
@@ -52,7 +59,7 @@ class Memory:
         return cls(system_prompt=prompt)
 
     def add_user(self, content: str) -> None:
-        self.messages.append({"role": "user", "content": content})
+        self._append({"role": "user", "content": content})
 
     def add_assistant(self, content: str, tool_calls: list[dict[str, Any]] | None = None) -> None:
         message: Message = {"role": "assistant", "content": content or None}
@@ -60,10 +67,10 @@ class Memory:
             message["tool_calls"] = tool_calls
         elif not content:
             message["content"] = ""
-        self.messages.append(message)
+        self._append(message)
 
     def add_tool_result(self, call_id: str, content: str) -> None:
-        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        self._append({"role": "tool", "tool_call_id": call_id, "content": content})
 
     def clear(self) -> None:
         self.messages.clear()

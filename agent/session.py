@@ -26,6 +26,7 @@ from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.tools.registry import ToolRegistry
+from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
 
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
@@ -72,14 +73,34 @@ async def connected(settings: Settings, stderr: Console) -> AsyncIterator[ToolRe
         yield registry
 
 
+def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> Loaded:
+    """A new session file, or the resumed one with its messages."""
+    if resume is None:
+        meta = {"model": settings.llm.model, "servers": [s.name for s in settings.servers]}
+        return Loaded(Transcript.create(settings.state_dir, meta), [], [])
+    loaded = load(find_session(settings.state_dir, resume))
+    for warning in loaded.warnings:
+        stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
+    return loaded
+
+
 def build_agent(
-    settings: Settings, registry: ToolRegistry, model: OpenAIModel, ask: AskFn | None
+    settings: Settings,
+    registry: ToolRegistry,
+    model: OpenAIModel,
+    ask: AskFn | None,
+    session: Loaded,
 ) -> Agent:
     mode: Literal["ask", "yes"] = "yes" if settings.ui.approval == "yes" else "ask"
+    memory = Memory.with_instructions(settings.agent.system_prompt, registry.instructions())
+    memory.messages.extend(session.messages)
+    memory.sink = session.transcript.append
+    for call_id in memory.pending_call_ids():  # a session killed mid-step
+        memory.add_tool_result(call_id, "Error: interrupted before it finished")
     return Agent(
         model,
         registry,
-        Memory.with_instructions(settings.agent.system_prompt, registry.instructions()),
+        memory,
         max_steps=settings.agent.max_steps,
         context_window=settings.llm.context_window,
         reserve_tokens=settings.llm.max_tokens or 4096,
@@ -134,14 +155,15 @@ def print_answer(answer: str) -> None:
         sys.stdout.flush()
 
 
-async def _single(settings: Settings, request: str, output: str) -> int:
+async def _single(settings: Settings, request: str, output: str, resume: str | None) -> int:
     stderr = Console(stderr=True)
     model = make_model(settings)
+    session = open_transcript(settings, resume, stderr)
     record = RunRecord()
     renderer = EventRenderer(stderr, verbosity=verbosity(settings), stream_answer=False)
     try:
         async with connected(settings, stderr) as registry:
-            agent = build_agent(settings, registry, model, ask=None)
+            agent = build_agent(settings, registry, model, None, session)
             async for event in agent.run(request):
                 record.add(event)
                 renderer.handle(event)
@@ -150,6 +172,7 @@ async def _single(settings: Settings, request: str, output: str) -> int:
         if output == "json":
             print(json.dumps(record.to_json(), ensure_ascii=False))
         await model.aclose()
+        session.transcript.close()
     done = record.finished
     assert done is not None
     if output == "text" and done.answer is not None:
@@ -158,9 +181,7 @@ async def _single(settings: Settings, request: str, output: str) -> int:
 
 
 def run_single(settings: Settings, request: str, *, output: str, resume: str | None) -> int:
-    if resume:
-        raise ConfigError("--resume is not supported in this version yet")
-    return anyio.run(_single, settings, request, output)
+    return anyio.run(_single, settings, request, output, resume)
 
 
 def run_repl(settings: Settings, *, resume: str | None) -> int:

@@ -27,6 +27,7 @@ from agent.approval import ApprovalRequest, Decision
 from agent.config import Settings
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
+from agent.transcript import Transcript, to_markdown
 from agent.ui.render import EventRenderer, compact_json
 
 Handler = Callable[[str], Awaitable[bool | None]]
@@ -70,7 +71,9 @@ class Repl:
         registry: ToolRegistry,
         settings: Settings,
         renderer: EventRenderer,
+        transcript: Transcript | None = None,
     ) -> None:
+        self.transcript = transcript
         self.console = console
         self.session = session
         self.agent = agent
@@ -88,6 +91,7 @@ class Repl:
             ("history", "show the conversation so far", self._history),
             ("usage", "tokens used this session", self._usage),
             ("approve", "show or set approval: /approve [ask|yes]", self._approve),
+            ("save", "export the conversation as Markdown: /save [file.md]", self._save),
             ("exit", "leave (also Ctrl-D)", self._exit),
             ("quit", "leave", self._exit),
         ):
@@ -138,6 +142,11 @@ class Repl:
                     self.renderer.handle(event)
         self.renderer.close()
         if scope.cancelled_caught:
+            memory = self.agent.memory
+            if memory.messages and memory.messages[-1]["role"] == "user":
+                memory.add_assistant("(cancelled by the user)")
+            if self.transcript is not None:
+                self.transcript.mark("cancelled")
             self.console.print(Text("cancelled", style="yellow"))
 
     @contextlib.contextmanager
@@ -211,6 +220,8 @@ class Repl:
 
     async def _clear(self, arg: str) -> None:
         self.agent.memory.clear()
+        if self.transcript is not None:
+            self.transcript.mark("clear")
         self.console.print(Text("conversation cleared", style="dim"))
 
     async def _history(self, arg: str) -> None:
@@ -238,6 +249,16 @@ class Repl:
         always = ", ".join(f"{s} › {t}" for s, t in sorted(policy.always)) or "none"
         self.console.print(Text(f"approval: {policy.mode}; always allowed: {always}"))
 
+    async def _save(self, arg: str) -> None:
+        session = self.transcript.session_id if self.transcript else "session"
+        path = Path(arg or f"{session}.md").expanduser()
+        try:
+            path.write_text(to_markdown(self.agent.memory.messages), encoding="utf-8")
+        except OSError as exc:
+            self.console.print(Text(f"cannot save to {path}: {exc.strerror}", style="red"))
+            return
+        self.console.print(Text(f"saved {len(self.agent.memory.messages)} messages to {path}"))
+
     async def _exit(self, arg: str) -> bool:
         return True
 
@@ -248,11 +269,12 @@ def history_file(settings: Settings) -> Path:
     return path
 
 
-async def _repl(settings: Settings) -> int:
-    from agent.session import build_agent, connected, make_model, verbosity
+async def _repl(settings: Settings, resume: str | None) -> int:
+    from agent.session import build_agent, connected, make_model, open_transcript, verbosity
 
     console = Console()
     model = make_model(settings)
+    loaded = open_transcript(settings, resume, console)
     try:
         history = FileHistory(str(history_file(settings)))
     except OSError:
@@ -266,18 +288,15 @@ async def _repl(settings: Settings) -> int:
             async def ask(request: ApprovalRequest) -> Decision:
                 return await holder[0].ask(request)
 
-            agent = build_agent(settings, registry, model, ask=ask)
-            repl = Repl(console, session, agent, registry, settings, renderer)
+            agent = build_agent(settings, registry, model, ask, loaded)
+            repl = Repl(console, session, agent, registry, settings, renderer, loaded.transcript)
             holder.append(repl)
             session.completer = ReplCompleter(repl)
             return await repl.loop()
     finally:
         await model.aclose()
+        loaded.transcript.close()
 
 
 def repl_main(settings: Settings, *, resume: str | None) -> int:
-    if resume:
-        from agent.errors import ConfigError
-
-        raise ConfigError("--resume is not supported in this version yet")
-    return anyio.run(_repl, settings)
+    return anyio.run(_repl, settings, resume)

@@ -1,0 +1,136 @@
+"""Session transcripts: append-only JSONL, one line per memory change, flushed each time.
+
+A crash (even SIGKILL) loses at most the step in flight. On resume a corrupted last line
+(power cut mid-write) is skipped with a warning and everything before it is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from agent.errors import ConfigError
+from agent.memory import Message
+
+
+def sessions_dir(state_dir: Path) -> Path:
+    return state_dir / "sessions"
+
+
+def new_session_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+@dataclass
+class Transcript:
+    """An open session file; `append` is the memory's sink."""
+
+    path: Path
+    _fh: IO[str] | None = field(default=None, repr=False)
+
+    @property
+    def session_id(self) -> str:
+        return self.path.stem
+
+    @classmethod
+    def create(cls, state_dir: Path, meta: dict[str, Any]) -> Transcript:
+        folder = sessions_dir(state_dir)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        transcript = cls(folder / f"{new_session_id()}.jsonl")
+        transcript._write({"type": "meta", "created": time.time(), **meta})
+        return transcript
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._fh is None:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._fh = os.fdopen(fd, "a", encoding="utf-8")
+        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def append(self, message: Message) -> None:
+        self._write({"type": "message", "message": message})
+
+    def mark(self, kind: str, **data: Any) -> None:
+        """Non-message records: a cleared memory, a cancelled or finished run."""
+        self._write({"type": kind, **data})
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+@dataclass(frozen=True)
+class Loaded:
+    transcript: Transcript
+    messages: list[Message]
+    warnings: list[str]
+
+
+def find_session(state_dir: Path, session: str) -> Path:
+    """`latest` or an id (or a unique prefix of one)."""
+    folder = sessions_dir(state_dir)
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    if not files:
+        raise ConfigError(f"--resume: no saved sessions in {folder}")
+    if session in ("latest", ""):
+        return files[-1]
+    matches = [f for f in files if f.stem.startswith(session)]
+    if len(matches) != 1:
+        what = "no session" if not matches else f"{len(matches)} sessions"
+        raise ConfigError(f"--resume {session}: {what} match in {folder} (try --resume latest)")
+    return matches[0]
+
+
+def load(path: Path) -> Loaded:
+    """Rebuild the memory of a session; skip lines that cannot be read, with a warning."""
+    messages: list[Message] = []
+    warnings: list[str] = []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            where = "last line" if number == len(lines) else f"line {number}"
+            warnings.append(f"{path.name}: {where} is corrupted and was skipped")
+            continue
+        if record.get("type") == "message" and isinstance(record.get("message"), dict):
+            messages.append(record["message"])
+        elif record.get("type") == "clear":
+            messages.clear()
+    return Loaded(Transcript(path), messages, warnings)
+
+
+def list_sessions(state_dir: Path, limit: int = 20) -> list[tuple[str, str]]:
+    """(id, first user line) for the newest sessions."""
+    folder = sessions_dir(state_dir)
+    out: list[tuple[str, str]] = []
+    for path in sorted(folder.glob("*.jsonl"), reverse=True)[:limit] if folder.is_dir() else []:
+        first = next((m["content"] for m in load(path).messages if m.get("role") == "user"), "")
+        out.append((path.stem, str(first).splitlines()[0][:60] if first else ""))
+    return out
+
+
+def to_markdown(messages: list[Message]) -> str:
+    """A readable export for /save."""
+    parts = ["# Conversation\n"]
+    for message in messages:
+        role, content = message["role"], message.get("content") or ""
+        if role == "user":
+            parts.append(f"## You\n\n{content}\n")
+        elif role == "assistant":
+            if content:
+                parts.append(f"## Assistant\n\n{content}\n")
+            for call in message.get("tool_calls") or []:
+                fn = call["function"]
+                parts.append(f"**Tool call** `{fn['name']}`\n\n```json\n{fn['arguments']}\n```\n")
+        elif role == "tool":
+            parts.append(f"**Result** (`{message.get('tool_call_id')}`)\n\n```\n{content}\n```\n")
+    return "\n".join(parts)
