@@ -130,3 +130,15 @@ async def test_tool_timeout_becomes_an_observation(tmp_path: Path) -> None:
             assert obs.is_error and "timed out after 1 s" in obs.text
             again = await registry.call("ev__echo", {"message": "still alive"})
             assert "still alive" in again.text
+
+
+async def test_list_changed_burst_causes_one_refresh(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, stdio("ev", everything_stdio_command()))
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            while not registry.refreshes.get("ev"):  # the burst arrives right after connect
+                await anyio.sleep(0.05)
+            await anyio.sleep(1.0)  # four debounce windows: no second refresh may follow
+            assert registry.refreshes == {"ev": 1}
+            assert "ev__echo" in registry.tools

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import mcp.types as types
 from anyio.abc import TaskGroup
 
 from agent.config import ServerConfig, Settings
@@ -24,6 +25,7 @@ from agent.tools.mcp import MCPServerConnection, MessageHandler
 from agent.tools.results import Observation, error_observation, to_observation
 
 NAME_LIMIT = 64
+REFRESH_DEBOUNCE = 0.25  # server-everything sends five list_changed in a burst at connect
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 DESCRIPTION_LIMIT = 2000
 
@@ -121,9 +123,12 @@ class ToolRegistry:
                 connect_timeout=settings.agent.connect_timeout,
                 log_dir=self.log_dir,
                 environ=self._environ,
+                message_handler=self._notification_handler(cfg.name),
             )
             for cfg in settings.servers
         }
+        self._refresh_pending: set[str] = set()
+        self.refreshes: dict[str, int] = {}
         self._specs: dict[str, list[ToolSpec]] = {}
         self.tools: dict[str, ToolSpec] = {}
         self._openai_tools: list[dict[str, Any]] = []
@@ -181,6 +186,34 @@ class ToolRegistry:
             raise ToolServerError(server.name, "list_tools", cause) from None
         self._specs[server.name] = [s for s in specs if server.config.wants_tool(s.name)]
         server.status.tool_count = len(self._specs[server.name])
+
+    def _notification_handler(self, server_name: str) -> MessageHandler:
+        async def handle(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                self._schedule_refresh(server_name)
+
+        return handle
+
+    def _schedule_refresh(self, server_name: str) -> None:
+        """Coalesce a burst of list_changed notifications into one re-listing."""
+        if server_name in self._refresh_pending or self._tg is None:
+            return
+        self._refresh_pending.add(server_name)
+        self._tg.start_soon(self._debounced_refresh, server_name)
+
+    async def _debounced_refresh(self, server_name: str) -> None:
+        await anyio.sleep(REFRESH_DEBOUNCE)
+        self._refresh_pending.discard(server_name)
+        server = self.servers[server_name]
+        if server.status.state != "ready":
+            return
+        try:
+            with anyio.fail_after(server.connect_timeout):
+                await self.refresh(server_name)
+        except Exception as exc:  # noqa: BLE001 - keep the old list, report the cause
+            server.status.error = f"refresh failed: {describe_exception(exc)}"
+            return
+        self.refreshes[server_name] = self.refreshes.get(server_name, 0) + 1
 
     async def refresh(self, server_name: str) -> None:
         """Re-list one server's tools (after a list_changed notification)."""

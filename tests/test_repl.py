@@ -1,0 +1,180 @@
+"""The REPL driven headless: prompt-toolkit pipe input, a rich console on a StringIO."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from prompt_toolkit import PromptSession
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from agent.approval import ApprovalPolicy, ApprovalRequest, Decision
+from agent.config import ServerConfig, Settings
+from agent.memory import Memory
+from agent.react import Agent
+from agent.tools.registry import ToolRegistry
+from agent.transcript import Transcript, load
+from agent.ui.render import EventRenderer
+from agent.ui.repl import Repl, ReplCompleter
+from tests.fake_model import FakeModel, answer, calls
+from tests.servers import time_server_command
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def registry(tmp_path: Path) -> AsyncIterator[ToolRegistry]:
+    command, args = time_server_command()
+    settings = Settings(
+        servers=(ServerConfig(name="time", type="stdio", command=command, args=tuple(args)),),
+        state_dir=tmp_path,
+    )
+    async with ToolRegistry(settings, reserved_names={"terminate"}) as reg:
+        assert await reg.connect_all() == []
+        yield reg
+
+
+async def drive(
+    registry: ToolRegistry,
+    model: FakeModel,
+    lines: list[str],
+    tmp_path: Path,
+    approval: ApprovalPolicy | None = None,
+) -> tuple[str, Repl]:
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=False, color_system=None)
+    transcript = Transcript.create(tmp_path, {})
+    memory = Memory(sink=transcript.append)
+    with create_pipe_input() as pipe:
+        session: PromptSession[str] = PromptSession(input=pipe, output=DummyOutput())
+        agent = Agent(model, registry, memory, approval=approval)
+        repl = Repl(
+            console,
+            session,
+            agent,
+            registry,
+            Settings(),
+            EventRenderer(console, stream_answer=True),
+            transcript,
+        )
+        if approval is not None and approval.ask is None:
+            approval.ask = repl.ask
+        for line in lines:
+            pipe.send_text(line + "\r")
+        with anyio.fail_after(30):
+            code = await repl.loop()  # ends at /exit or at end of input (EOF)
+    transcript.close()
+    assert code == 0
+    return out.getvalue(), repl
+
+
+async def test_commands_and_a_turn_that_runs_a_tool(registry: ToolRegistry, tmp_path: Path) -> None:
+    model = FakeModel(
+        [
+            calls(("time__get_current_time", {"timezone": "Asia/Tokyo"})),
+            answer("It is **late** in Tokyo."),
+        ]
+    )
+    text, repl = await drive(
+        registry,
+        model,
+        [
+            "/help",
+            "/tools",
+            "/servers",
+            "/tolls",
+            "what time is it in Tokyo?",
+            "/usage",
+            "/exit",
+        ],
+        tmp_path,
+    )
+    assert "/servers" in text and "server status table" in text  # /help
+    assert "time__get_current_time" in text and "read-only" in text  # /tools
+    assert "ready" in text and "stdio" in text  # /servers
+    assert "unknown command /tolls — did you mean /tools?" in text
+    assert "time › get_current_time" in text and "Asia/Tokyo" in text  # tool trace
+    assert "It is late in Tokyo." in text  # markdown rendered
+    assert "20 prompt + 10 completion tokens" in text  # /usage
+    model.assert_complete()
+    assert "+09:00" in [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+
+
+async def test_second_turn_sees_first_turn_tool_result(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    model = FakeModel(
+        [
+            calls(("time__get_current_time", {"timezone": "Europe/Paris"})),
+            answer("Paris time given."),
+            answer("Still remembered."),
+        ]
+    )
+    _, repl = await drive(registry, model, ["time in Paris?", "and again?"], tmp_path)
+    second_request = model.requests[-1]
+    assert any(
+        "Europe/Paris" in (m.get("content") or "") for m in second_request if m["role"] == "tool"
+    )
+    saved = load(repl.transcript.path).messages  # type: ignore[union-attr]
+    assert saved == repl.agent.memory.messages
+
+
+async def test_approval_answered_no_is_an_observation(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    # get_current_time is read-only; pretend it is not, to exercise the prompt.
+    for name, spec in list(registry.tools.items()):
+        registry.tools[name] = spec.__class__(**{**spec.__dict__, "read_only": False})
+    model = FakeModel([calls(("time__get_current_time", {"timezone": "UTC"})), answer("ok")])
+    policy = ApprovalPolicy(mode="ask")
+    text, _ = await drive(registry, model, ["time?", "n"], tmp_path, approval=policy)
+    tool_msg = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+    assert "declined" in tool_msg and "denied" in text
+
+
+async def test_always_is_remembered_and_shown(registry: ToolRegistry, tmp_path: Path) -> None:
+    for name, spec in list(registry.tools.items()):
+        registry.tools[name] = spec.__class__(**{**spec.__dict__, "read_only": False})
+    model = FakeModel(
+        [
+            calls(("time__get_current_time", {})),
+            answer("one"),
+            calls(("time__get_current_time", {})),
+            answer("two"),
+        ]
+    )
+    policy = ApprovalPolicy(mode="ask")
+    text, _ = await drive(registry, model, ["t1", "a", "t2", "/approve"], tmp_path, approval=policy)
+    assert "always allowed: time › get_current_time" in text
+    assert policy.always == {("time", "get_current_time")}
+
+
+async def test_completion_of_commands_and_servers(registry: ToolRegistry, tmp_path: Path) -> None:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    _, repl = await drive(registry, FakeModel([]), [], tmp_path)
+    completer = ReplCompleter(repl)
+
+    def complete(text: str) -> list[str]:
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
+
+    assert complete("/se") == ["/servers"]
+    assert complete("/tools ti") == ["time"]
+    assert complete("hello") == []
+
+
+async def test_clear_forgets_and_is_recorded(registry: ToolRegistry, tmp_path: Path) -> None:
+    model = FakeModel([answer("first"), answer("second")])
+    _, repl = await drive(registry, model, ["one", "/clear", "two"], tmp_path)
+    assert [m["role"] for m in model.requests[-1]] == ["system", "user"]
+    assert [m["content"] for m in load(repl.transcript.path).messages] == ["two", "second"]  # type: ignore[union-attr]
+
+
+def _unused(_: ApprovalRequest) -> Decision:  # keeps the imported names used for typing
+    return "no"
