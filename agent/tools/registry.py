@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 from agent.config import ServerConfig, Settings
 from agent.errors import ToolServerError
 from agent.tools.base import ProgressFn, ServerStatus, ToolServer, ToolSpec, describe_exception
-from agent.tools.mcp import MCPServerConnection, MessageHandler
+from agent.tools.mcp import ClientCallbacks, MCPServerConnection, MessageHandler
 from agent.tools.results import Observation, error_observation, to_observation
 
 NAME_LIMIT = 64
@@ -89,6 +89,7 @@ def make_server(
     log_dir: Path,
     environ: Mapping[str, str],
     message_handler: MessageHandler | None = None,
+    callbacks: ClientCallbacks | None = None,
 ) -> ToolServer:
     if config.type == "openapi":
         from agent.tools.openapi import OpenAPIServer  # only loaded when used
@@ -100,6 +101,7 @@ def make_server(
         log_dir=log_dir,
         environ=environ,
         message_handler=message_handler,
+        callbacks=callbacks,
     )
 
 
@@ -112,6 +114,7 @@ class ToolRegistry:
         *,
         environ: Mapping[str, str] | None = None,
         reserved_names: Iterable[str] = (),
+        callbacks: ClientCallbacks | None = None,
     ) -> None:
         self.settings = settings
         self._environ = os.environ if environ is None else environ
@@ -124,6 +127,7 @@ class ToolRegistry:
                 log_dir=self.log_dir,
                 environ=self._environ,
                 message_handler=self._notification_handler(cfg.name),
+                callbacks=callbacks,
             )
             for cfg in settings.servers
         }
