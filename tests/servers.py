@@ -247,3 +247,52 @@ def bundled_server(transport: HttpTransport, root: Path, tmp_path: Path) -> Iter
     log_path = tmp_path / f"bundled-{transport}.log"
     with _run_with_retries(build, _PATHS[transport], log_path, cwd=root) as url:
         yield url
+
+
+MCPO_INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install_mcpo.sh"
+
+
+def mcpo_bin() -> Path:
+    """mcpo in its own venv (it needs mcp<2), installed once under a file lock."""
+    mcpo = REPO_ROOT / ".cache" / "mcpo-venv" / "bin" / "mcpo"
+    if mcpo.is_file():
+        return mcpo
+    mcpo.parents[3].mkdir(parents=True, exist_ok=True)
+    with open(REPO_ROOT / ".cache" / "mcpo.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not mcpo.is_file():
+            proc = subprocess.run(
+                ["bash", str(MCPO_INSTALL_SCRIPT)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                stdin=subprocess.DEVNULL,
+            )
+            if proc.returncode != 0:
+                raise ServerStartError(f"installing mcpo failed:\n{proc.stderr[-3000:]}")
+    return mcpo
+
+
+@contextlib.contextmanager
+def mcpo_time_server(api_key: str, tmp_path: Path) -> Iterator[str]:
+    """mcpo wrapping mcp-server-time with --api-key; yield its base URL."""
+    mcpo = str(mcpo_bin())
+    time_cmd, time_args = time_server_command()
+
+    def build(port: int) -> tuple[list[str], dict[str, str] | None]:
+        cmd = [mcpo, "--host", HOST, "--port", str(port), "--api-key", api_key, "--"]
+        return cmd + [time_cmd, *time_args], None
+
+    with _run_with_retries(build, "", tmp_path / "mcpo.log") as url:
+        deadline = time.monotonic() + READY_TIMEOUT  # the port opens before the tools are listed
+        while time.monotonic() < deadline:
+            try:
+                import urllib.request
+
+                with urllib.request.urlopen(f"{url}/openapi.json", timeout=2) as response:
+                    if b"get_current_time" in response.read():
+                        break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        yield url
