@@ -64,10 +64,10 @@ async def drive(
         )
         if approval is not None and approval.ask is None:
             approval.ask = repl.ask
-        for line in lines:
+        for line in [*lines, "/exit"] if lines[-1:] != ["/exit"] else lines:
             pipe.send_text(line + "\r")
         with anyio.fail_after(30):
-            code = await repl.loop()  # ends at /exit or at end of input (EOF)
+            code = await repl.loop()  # ends at /exit
     transcript.close()
     assert code == 0
     return out.getvalue(), repl

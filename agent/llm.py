@@ -1,0 +1,381 @@
+"""The model seam: one small protocol and its OpenAI-compatible implementation.
+
+`ChatModel.stream` yields text fragments as they arrive, a `RetryNotice` whenever a request
+is retried, and one `Reply` last. The loop only knows this protocol; tests script it.
+
+`OpenAIModel` speaks Chat Completions through the `openai` client (any compatible server:
+OpenAI, Ollama, vLLM, LM Studio). It retries only what a retry can fix (429, 5xx, timeouts,
+dropped connections) and turns everything else into a `ModelError` naming the setting to fix.
+The `openai` import is deferred to the first request so start-up stays fast.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from agent.errors import ContextOverflowError, ModelError
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+BACKOFF = (0.5, 1.0, 2.0, 4.0)
+MAX_RETRY_AFTER = 20.0
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+CONTEXT_OVERFLOW_HINTS = (
+    "context_length_exceeded",
+    "context length",
+    "maximum context",
+    "context window",
+    "too many tokens",
+    "prompt is too long",
+)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call as the model wrote it; `arguments` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """A request failed in a retryable way and is about to be sent again.
+
+    `discarded_text` says text of the failed attempt was already streamed and is now void.
+    """
+
+    attempt: int
+    delay: float
+    reason: str
+    discarded_text: bool = False
+
+
+class ChatModel(Protocol):
+    model: str
+
+    def stream(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[str | RetryNotice | Reply]: ...
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ToolCallAccumulator:
+    """Joins streamed tool-call deltas by index into whole calls.
+
+    Some servers send each call whole, all at index 0; a new id at an index that already
+    holds a call starts a new call rather than corrupting the first.
+    """
+
+    def __init__(self) -> None:
+        self._calls: list[_PartialCall] = []
+        self._slots: dict[int, int] = {}
+
+    def add(self, index: int | None, call_id: str | None, name: str | None, args: str | None):
+        slot = self._slots.get(index if index is not None else len(self._calls))
+        if slot is None or (call_id and self._calls[slot].id and call_id != self._calls[slot].id):
+            self._calls.append(_PartialCall())
+            slot = len(self._calls) - 1
+            self._slots[index if index is not None else slot] = slot
+        call = self._calls[slot]
+        if call_id:
+            call.id = call_id
+        if name:
+            call.name += name if call.name != name else ""
+        if args:
+            call.arguments.append(args)
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(
+            ToolCall(id=c.id or f"call_{i}", name=c.name, arguments="".join(c.arguments))
+            for i, c in enumerate(self._calls, 1)
+        )
+
+
+class OpenAIModel:
+    """A Chat Completions endpoint, streamed or not, with honest retries."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        request_timeout: float = 120.0,
+        connect_timeout: float = 10.0,
+        stream: bool = True,
+        max_retries: int = 3,
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.streaming = stream
+        self.max_retries = max_retries
+        self._api_key = api_key
+        self._extra_headers = extra_headers or {}
+        self._client: AsyncOpenAI | None = None
+
+    def _get_client(self) -> AsyncOpenAI:
+        if self._client is None:
+            import httpx2
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI(
+                api_key=self._api_key or "not-needed",
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=httpx2.Timeout(self.request_timeout, connect=self.connect_timeout),
+                default_headers=self._extra_headers,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    def _params(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
+        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        if tools:
+            params["tools"] = tools
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
+        return params
+
+    async def stream(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[str | RetryNotice | Reply]:
+        params = self._params(messages, tools)
+        for attempt in range(1, self.max_retries + 2):
+            streamed = False
+            try:
+                once = self._stream_once(params) if self.streaming else self._complete_once(params)
+                async for item in once:
+                    if isinstance(item, str):
+                        streamed = True
+                    yield item
+                return
+            except _Retryable as exc:
+                if attempt > self.max_retries:
+                    raise ModelError(self._gave_up(exc.reason, attempt)) from None
+                delay = exc.delay if exc.delay is not None else BACKOFF[attempt - 1]
+                yield RetryNotice(attempt, delay, exc.reason, streamed)
+                await anyio.sleep(delay)
+
+    def _gave_up(self, reason: str, attempts: int) -> str:
+        where = self.base_url or "the default OpenAI endpoint"
+        hint = ""
+        if "connect" in reason or "refused" in reason:
+            hint = "; check --base-url / OPENAI_BASE_URL and that the server is running"
+        return f"model request to {where} failed after {attempts} attempts: {reason}{hint}"
+
+    async def _stream_once(self, params: dict[str, Any]) -> AsyncIterator[str | Reply]:
+        content: list[str] = []
+        calls = ToolCallAccumulator()
+        usage = Usage()
+        finish_reason: str | None = None
+        chunks = 0
+        async with self._errors():
+            stream = await self._get_client().chat.completions.create(
+                **params, stream=True, stream_options={"include_usage": True}
+            )
+            try:
+                async for chunk in stream:
+                    chunks += 1
+                    if chunk.usage is not None:
+                        usage = _usage(chunk.usage)
+                    for choice in chunk.choices or ():
+                        delta = choice.delta
+                        if choice.finish_reason:
+                            finish_reason = choice.finish_reason
+                        if delta is None:
+                            continue
+                        if delta.content:
+                            content.append(delta.content)
+                            yield delta.content
+                        for tc in delta.tool_calls or ():
+                            fn = tc.function
+                            calls.add(tc.index, tc.id, fn and fn.name, fn and fn.arguments)
+            finally:
+                with anyio.move_on_after(2, shield=True):
+                    await stream.close()
+        if not chunks:
+            raise ModelError(
+                "the model endpoint sent an empty stream; is --base-url an OpenAI-compatible "
+                "/v1 endpoint? (try stream = false in [llm] if it cannot stream)"
+            )
+        yield Reply("".join(content), calls.calls(), usage, finish_reason)
+
+    async def _complete_once(self, params: dict[str, Any]) -> AsyncIterator[str | Reply]:
+        async with self._errors():
+            completion = await self._get_client().chat.completions.create(**params)
+        if not completion.choices:
+            raise ModelError("the model endpoint returned no choices; check --model")
+        choice = completion.choices[0]
+        message = choice.message
+        tool_calls = tuple(
+            ToolCall(
+                id=tc.id or f"call_{i}", name=tc.function.name, arguments=tc.function.arguments
+            )
+            for i, tc in enumerate(message.tool_calls or (), 1)
+            if getattr(tc, "function", None) is not None
+        )
+        text = message.content or ""
+        if text:
+            yield text
+        usage = _usage(completion.usage) if completion.usage else Usage()
+        yield Reply(text, tool_calls, usage, choice.finish_reason)
+
+    def _errors(self) -> _ErrorMapper:
+        return _ErrorMapper(self)
+
+
+class _ErrorMapper:
+    """Maps openai exceptions to retries or actionable ModelErrors (one place, not many)."""
+
+    def __init__(self, model: OpenAIModel) -> None:
+        self.model = model
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, ModelError):
+            return False
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            raise _Retryable(f"timed out after {self.model.request_timeout:g} s") from None
+        if isinstance(exc, openai.APIConnectionError):
+            raise _Retryable(f"connection failed ({_root_cause(exc)})") from None
+        if isinstance(exc, openai.APIStatusError):
+            raise self._status_error(exc) from None
+        if isinstance(exc, openai.APIResponseValidationError | ValueError):
+            raise ModelError(
+                f"the model endpoint returned malformed data ({_short(str(exc))}); "
+                "is --base-url an OpenAI-compatible /v1 endpoint?"
+            ) from None
+        return False
+
+    def _status_error(self, exc: Any) -> Exception:
+        status = exc.status_code
+        detail = _short(_error_message(exc))
+        model = self.model
+        if status in RETRYABLE_STATUS or status >= 500:
+            if status == 429 and "insufficient_quota" in detail:
+                return ModelError(f"the model endpoint says the quota is used up (429): {detail}")
+            return _Retryable(f"HTTP {status}: {detail}", _retry_after(exc.response))
+        if status in (401, 403):
+            return ModelError(
+                f"the model endpoint rejected the API key (HTTP {status}); set OPENAI_API_KEY "
+                "or api_key in [llm] of config/config.toml"
+            )
+        if status == 404:
+            return ModelError(
+                f"model '{model.model}' or the endpoint was not found (HTTP 404) at "
+                f"{model.base_url or 'the default OpenAI endpoint'}; check --model / "
+                "OPENAI_MODEL and --base-url / OPENAI_BASE_URL (it usually ends in /v1)"
+            )
+        if status in (400, 413, 422) and any(h in detail.lower() for h in CONTEXT_OVERFLOW_HINTS):
+            return ContextOverflowError(f"the request did not fit the model's context: {detail}")
+        return ModelError(f"the model endpoint rejected the request (HTTP {status}): {detail}")
+
+
+def _usage(raw: Any) -> Usage:
+    return Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0)
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            parts = [str(inner.get(k)) for k in ("message", "code") if inner.get(k)]
+            if parts:
+                return " ".join(parts)
+        elif isinstance(inner, str):
+            return inner
+    return getattr(exc, "message", None) or str(exc)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc) or type(exc).__name__
+    return _short(text, 120)
+
+
+def _retry_after(response: Any) -> float | None:
+    """Seconds the server asked us to wait (Retry-After or retry-after-ms), capped."""
+    headers = getattr(response, "headers", None) or {}
+    value: float | None = None
+    if ms := headers.get("retry-after-ms"):
+        try:
+            value = float(ms) / 1000
+        except ValueError:
+            value = None
+    if value is None and (raw := headers.get("retry-after")):
+        try:
+            value = float(raw)
+        except ValueError:
+            try:
+                value = email.utils.parsedate_to_datetime(raw).timestamp() - time.time()
+            except (TypeError, ValueError):
+                value = None
+    if value is None:
+        return None
+    return min(max(value, 0.0), MAX_RETRY_AFTER)

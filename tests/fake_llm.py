@@ -1,0 +1,239 @@
+"""A scripted OpenAI-compatible HTTP server for tests.
+
+`ScriptedLLM` serves `/v1/chat/completions` on a free loopback port from a thread, one
+scripted turn per request, streaming real SSE chunks (content deltas, tool-call deltas by
+index, a usage chunk) or plain JSON, as the request asks. Turns can also fail: HTTP errors
+with headers, delays past the client's timeout, malformed JSON, a connection dropped in
+the middle of a stream. Every request body is recorded; an unscripted request is answered
+with HTTP 418 (which the client does not retry) and fails `assert_complete()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class Turn:
+    """One scripted reply. Only the fields for its `kind` matter."""
+
+    kind: str  # text | tool_calls | error | garbage | drop
+    content: str = ""
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)
+    status: int = 200
+    message: str = ""
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    chunk: int = 4
+    finish_reason: str | None = None
+    usage: tuple[int, int] = (12, 7)
+
+
+Script = Turn | Callable[[dict[str, Any]], Turn]
+
+
+def text(content: str, *, chunk: int = 4, finish_reason: str = "stop") -> Turn:
+    return Turn("text", content=content, chunk=chunk, finish_reason=finish_reason)
+
+
+def tool_calls(*calls: tuple[str, dict[str, Any] | str], content: str = "") -> Turn:
+    wire = [(n, a if isinstance(a, str) else json.dumps(a)) for n, a in calls]
+    return Turn("tool_calls", content=content, tool_calls=wire, finish_reason="tool_calls")
+
+
+def error(
+    status: int, message: str = "scripted failure", *, code: str | None = None, **headers: str
+) -> Turn:
+    hdrs = {k.replace("_", "-"): v for k, v in headers.items()}
+    return Turn("error", status=status, message=message, code=code, headers=hdrs)
+
+
+def delayed(seconds: float, turn: Turn) -> Turn:
+    turn.delay = seconds
+    return turn
+
+
+def garbage() -> Turn:
+    return Turn("garbage")
+
+
+def drop(content: str = "partial answer that will be lost") -> Turn:
+    """Stream part of `content`, then cut the connection."""
+    return Turn("drop", content=content)
+
+
+class ScriptedLLM:
+    """Run as a context manager; point the client at `.base_url`."""
+
+    def __init__(self, *script: Script) -> None:
+        self.script: list[Script] = list(script)
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.unexpected: list[int] = []
+        self._lock = threading.Lock()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def add(self, *turns: Script) -> None:
+        with self._lock:
+            self.script.extend(turns)
+
+    def assert_complete(self) -> None:
+        assert not self.unexpected, f"unscripted model requests: {self.unexpected}"
+        assert not self.script, f"{len(self.script)} scripted turns were never requested"
+
+    def messages(self, index: int = -1) -> list[dict[str, Any]]:
+        return self.requests[index]["messages"]
+
+    def __enter__(self) -> ScriptedLLM:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
+        config = uvicorn.Config(app, log_level="critical", lifespan="off", timeout_keep_alive=1)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the scripted LLM server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    async def _handle(self, request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            return JSONResponse({"error": {"message": "request body is not JSON"}}, 400)
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append({k.lower(): v for k, v in request.headers.items()})
+            number = len(self.requests)
+            step = self.script.pop(0) if self.script else None
+            if step is None:
+                self.unexpected.append(number)
+        if step is None:
+            message = f"scripted LLM: no reply scripted for request #{number}"
+            return JSONResponse({"error": {"message": message}}, 418)
+        turn = step(body) if callable(step) else step
+        if turn.delay:
+            await asyncio.sleep(turn.delay)
+        return _respond(turn, body)
+
+
+def _respond(turn: Turn, body: dict[str, Any]) -> Response:
+    if turn.kind == "error":
+        payload = {"error": {"message": turn.message, "type": "scripted", "code": turn.code}}
+        return JSONResponse(payload, turn.status, headers=turn.headers)
+    if turn.kind == "garbage":
+        if body.get("stream"):
+            return Response("data: {this is not json\n\n", 200, media_type="text/event-stream")
+        return Response("{this is not json", 200, media_type="application/json")
+    completion_id = f"chatcmpl-{next(_ids)}"
+    model = body.get("model", "scripted")
+    if body.get("stream"):
+        usage = (body.get("stream_options") or {}).get("include_usage", False)
+        events = _stream_events(turn, completion_id, model, usage)
+        return StreamingResponse(events, media_type="text/event-stream")
+    return JSONResponse(_completion(turn, completion_id, model))
+
+
+def _completion(turn: Turn, completion_id: str, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+            for i, (n, a) in enumerate(turn.tool_calls, 1)
+        ]
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": turn.finish_reason}],
+        "usage": _usage(turn),
+    }
+
+
+def _usage(turn: Turn) -> dict[str, int]:
+    prompt, completion = turn.usage
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+async def _stream_events(
+    turn: Turn, completion_id: str, model: str, include_usage: bool
+) -> AsyncIterator[str]:
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        data = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(data)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    pieces = [turn.content[i : i + turn.chunk] for i in range(0, len(turn.content), turn.chunk)]
+    if turn.kind == "drop":
+        for piece in pieces[: max(1, len(pieces) // 2)]:
+            yield chunk({"content": piece})
+        await asyncio.sleep(0.05)
+        raise ConnectionAbortedError("scripted connection drop")
+    for piece in pieces:
+        yield chunk({"content": piece})
+    for index, (name, arguments) in enumerate(turn.tool_calls):
+        head = {"index": index, "id": f"call_{index + 1}", "type": "function"}
+        yield chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
+        for i in range(0, len(arguments), 7):
+            fragment = {"index": index, "function": {"arguments": arguments[i : i + 7]}}
+            yield chunk({"tool_calls": [fragment]})
+    yield chunk({}, turn.finish_reason)
+    if include_usage:
+        data = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [],
+            "usage": _usage(turn),
+        }
+        yield f"data: {json.dumps(data)}\n\n"
+    yield "data: [DONE]\n\n"
