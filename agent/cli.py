@@ -22,6 +22,7 @@ CLI_SERVER_NAME = "main"
 
 app = typer.Typer(
     add_completion=False,
+    rich_markup_mode=None,  # help text is shown literally: '[llm]' is a section, not markup
     no_args_is_help=False,
     help="A ReAct agent in your terminal: an OpenAI-compatible model that acts through MCP "
     "tool servers (stdio, SSE, streamable HTTP) and OpenAPI tool servers.",
@@ -113,9 +114,10 @@ def run(
         str | None,
         typer.Option(
             "--server-command",
-            help='stdio server command line, e.g. "uvx mcp-server-time". Default: the bundled server.',
+            help='stdio server command line, e.g. "uvx mcp-server-time". '
+            "Default: the bundled server.",
         ),
-    ] = None,  # noqa: E501
+    ] = None,
     header: Annotated[
         list[str],
         typer.Option(

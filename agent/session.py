@@ -26,6 +26,7 @@ from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.tools.registry import ToolRegistry
+from agent.tools.results import strip_marker
 from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
 
@@ -124,7 +125,7 @@ class RunRecord:
                     "name": event.name,
                     "arguments": event.arguments,
                     "is_error": event.is_error,
-                    "output": event.output,
+                    "output": strip_marker(event.output),
                     "duration_ms": round(event.duration_ms, 1),
                 }
             )

@@ -137,7 +137,7 @@ async def test_list_changed_burst_causes_one_refresh(tmp_path: Path) -> None:
     with anyio.fail_after(30):
         async with ToolRegistry(settings) as registry:
             assert await registry.connect_all() == []
-            while not registry.refreshes.get("ev"):  # the burst arrives right after connect
+            while not registry.refreshes.get("ev"):  # noqa: ASYNC110 -- burst follows connect
                 await anyio.sleep(0.05)
             await anyio.sleep(1.0)  # four debounce windows: no second refresh may follow
             assert registry.refreshes == {"ev": 1}

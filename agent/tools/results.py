@@ -39,6 +39,14 @@ def untrusted_marker(server: str) -> str:
     )
 
 
+def strip_marker(output: str) -> str:
+    """Drop the untrusted-data marker line for people and scripts; it is for the model."""
+    first, _, rest = output.partition("\n")
+    if first.startswith("[tool output from external server"):
+        return rest
+    return output
+
+
 def _decoded_size(data: str) -> int:
     try:
         return len(base64.b64decode(data, validate=False))

@@ -28,6 +28,7 @@ from agent.events import (
     ToolCallStarted,
     ToolProgress,
 )
+from agent.tools.results import strip_marker
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 SUMMARY_LINES = 3
@@ -37,14 +38,6 @@ ARGS_PREVIEW = 200
 def compact_json(value: Any, limit: int = ARGS_PREVIEW) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def strip_marker(output: str) -> str:
-    """Drop the untrusted-data marker line for display; the user knows where it came from."""
-    first, _, rest = output.partition("\n")
-    if first.startswith("[tool output from external server"):
-        return rest
-    return output
 
 
 def summary(output: str, lines: int = SUMMARY_LINES) -> tuple[str, int]:

@@ -251,9 +251,9 @@ class Repl:
 
     async def _save(self, arg: str) -> None:
         session = self.transcript.session_id if self.transcript else "session"
-        path = Path(arg or f"{session}.md").expanduser()
+        path = await anyio.Path(arg or f"{session}.md").expanduser()
         try:
-            path.write_text(to_markdown(self.agent.memory.messages), encoding="utf-8")
+            await path.write_text(to_markdown(self.agent.memory.messages), encoding="utf-8")
         except OSError as exc:
             self.console.print(Text(f"cannot save to {path}: {exc.strerror}", style="red"))
             return
