@@ -217,7 +217,7 @@ def _single_shot_request(prompt: str | None, interactive: bool) -> str | None:
         text = sys.stdin.read()
         if not text.strip():
             raise ConfigError("no request on stdin: pass --prompt TEXT, or pipe a request in")
-        return text
+        return text.strip("\n")
     if prompt is not None:
         if not prompt.strip():
             raise ConfigError("--prompt is empty")
@@ -229,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: map every outcome to an exit code and one line on stderr."""
     debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
     try:
-        app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
+        # standalone_mode=False: click returns the code of a raised Exit instead of exiting.
+        code = app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except AgentError as exc:
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         raise
-    return EXIT_OK
+    return code if isinstance(code, int) else EXIT_OK
 
 
 def _is_usage_error(exc: Exception) -> bool:

@@ -270,7 +270,10 @@ class Agent:
     async def _run_call(
         self, call: _Call, refusal: str | None, send: Any, results: dict[str, Observation]
     ) -> None:
-        server, tool = (call.spec.server, call.spec.name) if call.spec else ("agent", call.name)
+        if call.spec is not None:
+            server, tool = call.spec.server, call.spec.name
+        else:  # the agent's own tool, or a name no server has ("" = no server)
+            server, tool = ("agent" if call.name in AGENT_TOOL_NAMES else ""), call.name
         async with send:
             await send.send(ToolCallStarted(call.id, call.name, server, tool, call.arguments))
             started = time.perf_counter()

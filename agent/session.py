@@ -21,7 +21,7 @@ from rich.markdown import Markdown
 from agent.approval import ApprovalPolicy, AskFn
 from agent.config import Settings
 from agent.errors import ConfigError
-from agent.events import Event, RunFinished, ToolCallFinished, Usage
+from agent.events import Event, RunFinished, ToolCallFinished, ToolCallStarted, Usage
 from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
@@ -115,20 +115,26 @@ class RunRecord:
 
     finished: RunFinished | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    _slots: dict[str, int] = field(default_factory=dict)
 
     def add(self, event: Event) -> None:
-        if isinstance(event, ToolCallFinished):
-            self.tool_calls.append(
-                {
-                    "server": event.server,
-                    "tool": event.tool,
-                    "name": event.name,
-                    "arguments": event.arguments,
-                    "is_error": event.is_error,
-                    "output": strip_marker(event.output),
-                    "duration_ms": round(event.duration_ms, 1),
-                }
-            )
+        if isinstance(event, ToolCallStarted):  # a slot in call order; filled when it finishes
+            self._slots[event.call_id] = len(self.tool_calls)
+            self.tool_calls.append({})
+        elif isinstance(event, ToolCallFinished):
+            slot = self._slots.pop(event.call_id, None)
+            if slot is None:
+                slot = len(self.tool_calls)
+                self.tool_calls.append({})
+            self.tool_calls[slot] = {
+                "server": event.server or None,
+                "tool": event.tool,
+                "name": event.name,
+                "arguments": event.arguments,
+                "is_error": event.is_error,
+                "output": strip_marker(event.output),
+                "duration_ms": round(event.duration_ms, 1),
+            }
         elif isinstance(event, RunFinished):
             self.finished = event
 
@@ -138,7 +144,7 @@ class RunRecord:
             "answer": done.answer,
             "status": done.status,
             "steps": done.steps,
-            "tool_calls": self.tool_calls,
+            "tool_calls": [call for call in self.tool_calls if call],  # drop never-finished
             "usage": {
                 "prompt_tokens": done.usage.prompt_tokens,
                 "completion_tokens": done.usage.completion_tokens,

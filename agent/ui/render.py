@@ -114,8 +114,9 @@ class EventRenderer:
         if self.verbosity < NORMAL:
             return
         line = Text("▸ ", style="cyan")
-        line.append(event.server, style="bold cyan")
-        line.append(" › ")
+        if event.server:
+            line.append(event.server, style="bold cyan")
+            line.append(" › ")
         line.append(event.tool, style="bold")
         line.append(" ")
         line.append(compact_json(event.arguments), style="dim")

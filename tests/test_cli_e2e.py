@@ -1,0 +1,203 @@
+"""`python run_mcp.py` as a user runs it: a subprocess, real MCP servers, the scripted model.
+
+Each test starts its own scripted model endpoint and works in its own temp dir (the bundled
+server's workspace and the state dir), so the tests run in parallel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_llm import ScriptedLLM, error, text, tool_calls
+from tests.servers import REPO_ROOT, free_port, time_server_command
+
+RUN_MCP = str(REPO_ROOT / "run_mcp.py")
+
+
+def run_cli(
+    args: list[str],
+    workdir: Path,
+    *,
+    base_url: str | None,
+    api_key: str | None = "sk-e2e-secret",
+    stdin: str | None = None,
+    timeout: float = 90,
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    env["MCP_AGENT_STATE_DIR"] = str(workdir / "state")
+    env["NO_COLOR"] = "1"
+    if base_url:
+        env["OPENAI_BASE_URL"] = base_url
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key
+    return subprocess.run(
+        [sys.executable, RUN_MCP, *args],
+        cwd=workdir,
+        env=env,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def time_server_args() -> list[str]:
+    command, args = time_server_command()
+    return ["--server-command", " ".join([command, *args]), "--server-name", "time"]
+
+
+def tool_messages(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def test_single_shot_over_stdio_prints_only_the_answer(tmp_path: Path) -> None:
+    script = [
+        tool_calls(("time__get_current_time", {"timezone": "Asia/Tokyo"})),
+        text("It is **late** in Tokyo."),
+    ]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            [*time_server_args(), "-p", "time in Tokyo?"], tmp_path, base_url=llm.base_url
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "It is **late** in Tokyo.\n"  # verbatim: stdout is not a terminal
+    assert "time › get_current_time" in proc.stderr
+    assert "+09:00" in tool_messages(llm.requests[1])[0]
+    names = [t["function"]["name"] for t in llm.requests[0]["tools"]]
+    assert sorted(names) == ["terminate", "time__convert_time", "time__get_current_time"]
+    llm.assert_complete()
+
+
+def test_output_json_is_valid_and_complete(tmp_path: Path) -> None:
+    script = [
+        tool_calls(("time__get_current_time", {"timezone": "UTC"}), ("time__nope", {})),
+        text("done"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            [*time_server_args(), "-p", "time?", "--output", "json"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert set(result) == {"answer", "status", "steps", "tool_calls", "usage", "error"}
+    assert result["answer"] == "done" and result["status"] == "answered"
+    assert result["steps"] == 2 and result["error"] is None
+    assert result["usage"] == {"prompt_tokens": 24, "completion_tokens": 14}
+    good, unknown = result["tool_calls"]
+    assert good["server"] == "time" and good["tool"] == "get_current_time"
+    assert good["name"] == "time__get_current_time" and good["arguments"] == {"timezone": "UTC"}
+    assert good["is_error"] is False and '"timezone": "UTC"' in good["output"]
+    assert isinstance(good["duration_ms"], float)
+    assert unknown["is_error"] is True and "unknown tool" in unknown["output"]
+    assert "sk-e2e-secret" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("transport", ["sse", "http"])
+def test_single_shot_over_sse_and_http(
+    transport: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(f"everything_{transport}_url")
+    script = [tool_calls(("main__echo", {"message": f"hello over {transport}"})), text("echoed")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            ["-c", transport, "--server-url", url, "-p", "echo it"], tmp_path, base_url=llm.base_url
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "echoed\n"
+    assert f"Echo: hello over {transport}" in tool_messages(llm.requests[1])[0]
+
+
+def test_bundled_server_is_the_default(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("the launch code is 4711\n")
+    script = [tool_calls(("local__read_file", {"path": "notes.txt"})), text("It is 4711.")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(["-p", "what is the launch code?"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "It is 4711.\n"
+    assert "4711" in tool_messages(llm.requests[1])[0]
+    names = {t["function"]["name"] for t in llm.requests[0]["tools"]}
+    assert {"local__bash", "local__read_file", "local__write_file", "local__edit_file"} <= names
+
+
+def test_two_slow_calls_from_one_reply_run_concurrently(tmp_path: Path) -> None:
+    """Each call prints when it started and ended; concurrent calls overlap, serial ones can't."""
+    slow = {"command": "date +%s.%N; sleep 2; date +%s.%N"}
+    script = [tool_calls(("local__bash", slow), ("local__bash", slow)), text("both done")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            ["-p", "run both", "--yes", "--output", "json"], tmp_path, base_url=llm.base_url
+        )
+    assert proc.returncode == 0, proc.stderr
+    spans = []
+    for call in json.loads(proc.stdout)["tool_calls"]:
+        stamps = [float(w) for w in call["output"].split() if w.replace(".", "").isdigit()]
+        spans.append((stamps[0], stamps[1]))
+    (start1, end1), (start2, end2) = spans
+    assert start1 < end2 and start2 < end1, f"the calls ran one after another: {spans}"
+    ids = [m["tool_call_id"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert ids == ["call_1", "call_2"]  # results in call order
+
+
+def test_max_steps_reached_exits_3(tmp_path: Path) -> None:
+    call = tool_calls(("time__get_current_time", {"timezone": "UTC"}))
+    with ScriptedLLM(
+        call, tool_calls(("time__get_current_time", {"timezone": "Europe/Oslo"}))
+    ) as llm:
+        proc = run_cli(
+            [*time_server_args(), "-p", "loop", "--max-steps", "2", "--output", "json"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+    assert proc.returncode == 3, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "max_steps" and result["steps"] == 2
+    assert len(result["tool_calls"]) == 2
+    llm.assert_complete()
+
+
+def test_missing_api_key_exits_2_naming_the_setting(tmp_path: Path) -> None:
+    proc = run_cli(["-p", "hi"], tmp_path, base_url="https://api.example.com/v1", api_key=None)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "OPENAI_API_KEY" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_unreachable_endpoint_exits_1_naming_the_setting(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    proc = run_cli([*time_server_args(), "-p", "hi"], tmp_path, base_url=dead)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert dead in proc.stderr and "OPENAI_BASE_URL" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_rejected_key_exits_1_at_once(tmp_path: Path) -> None:
+    with ScriptedLLM(error(401, "Incorrect API key provided: sk-e2e-secret")) as llm:
+        proc = run_cli([*time_server_args(), "-p", "hi"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 1
+    assert "OPENAI_API_KEY" in proc.stderr and "sk-e2e-secret" not in proc.stderr
+    assert len(llm.requests) == 1
+    assert "Traceback" not in proc.stderr
+
+
+def test_piped_stdin_is_one_request(tmp_path: Path) -> None:
+    with ScriptedLLM(text("piped answer")) as llm:
+        proc = run_cli(
+            time_server_args(), tmp_path, base_url=llm.base_url, stdin="summarise this\nplease\n"
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "piped answer\n"
+    assert llm.requests[0]["messages"][-1] == {
+        "role": "user",
+        "content": "summarise this\nplease",
+    }
