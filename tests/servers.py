@@ -235,12 +235,17 @@ def everything_server(transport: HttpTransport, tmp_path: Path) -> Iterator[str]
 
 
 @contextlib.contextmanager
-def bundled_server(transport: HttpTransport, root: Path, tmp_path: Path) -> Iterator[str]:
-    """Run `python -m agent.server` from checkout `root`; yield its endpoint URL (/sse or /mcp)."""
+def bundled_server(
+    transport: HttpTransport, root: Path, tmp_path: Path, workspace: Path | None = None
+) -> Iterator[str]:
+    """Run `python -m agent.server` from checkout `root`; yield its endpoint URL (/sse or /mcp).
+
+    The file tools work in `workspace` (default: the checkout).
+    """
 
     def build(port: int) -> tuple[list[str], dict[str, str] | None]:
         cmd = [sys.executable, "-m", "agent.server", "--transport", transport]
-        cmd += ["--port", str(port), "--host", HOST]
+        cmd += ["--port", str(port), "--host", HOST, "--root", str(workspace or root)]
         pythonpath = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
         return cmd, {"PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
 

@@ -1,0 +1,40 @@
+"""`python -m agent.server [--transport stdio|sse|http] [--host H] [--port N] [--root DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agent.server.app import build_server
+
+TRANSPORTS = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m agent.server",
+        description="The bundled MCP server: bash, file tools confined to a root, time.",
+    )
+    parser.add_argument("--transport", choices=sorted(TRANSPORTS), default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="sse/http bind address")
+    parser.add_argument("--port", type=int, default=8000, help="sse/http port")
+    parser.add_argument("--root", default=".", help="workspace root for the file tools and bash")
+    args = parser.parse_args(argv)
+    try:
+        server = build_server(args.root)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    transport = TRANSPORTS[args.transport]
+    try:
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            server.run(transport, host=args.host, port=args.port)  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""`bash` for the model: a child in its own process group, killed whole on timeout or cancel.
+
+`sleep 100 | cat` or a forked daemon would outlive a plain kill of the shell; killing the
+group is what makes a timeout or a Ctrl-C in the agent actually stop the work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+READ_CHUNK = 65536
+PIPE_GRACE = 0.3  # after the shell exits, how long background jobs may hold the pipe open
+
+
+@dataclass
+class ShellResult:
+    output: str
+    exit_code: int | None  # None: killed on timeout
+    cut_bytes: int  # output beyond the cap that was dropped
+    timed_out: bool
+
+
+class _CappedBuffer:
+    """Keeps the head and the tail of the output: errors tend to be at the end."""
+
+    def __init__(self, cap: int) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.cap = cap
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.cap // 2 - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        excess = len(self.tail) - self.cap // 2
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        head = self.head.decode(errors="replace")
+        tail = self.tail.decode(errors="replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n[… {self.dropped} bytes of output cut …]\n{tail}"
+
+
+async def run_bash(command: str, cwd: Path, timeout: float, cap: int) -> ShellResult:
+    process = await anyio.open_process(
+        ["/bin/bash", "-c", command],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so the whole tree can be killed
+    )
+    buffer = _CappedBuffer(cap)
+    eof = anyio.Event()
+    async with process:
+        assert process.stdout is not None
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_drain, process.stdout, buffer, eof)
+                    await process.wait()
+                    with anyio.move_on_after(PIPE_GRACE):  # a background job may hold the pipe
+                        await eof.wait()
+                    tg.cancel_scope.cancel()
+        finally:
+            if process.returncode is None:  # timed out, or the call was cancelled
+                _kill_group(process)
+    timed_out = scope.cancelled_caught
+    return ShellResult(
+        output=buffer.text(),
+        exit_code=None if timed_out else process.returncode,
+        cut_bytes=buffer.dropped,
+        timed_out=timed_out,
+    )
+
+
+async def _drain(stream: ByteReceiveStream, buffer: _CappedBuffer, eof: anyio.Event) -> None:
+    try:
+        while True:
+            buffer.add(await stream.receive(READ_CHUNK))
+    except (anyio.EndOfStream, anyio.ClosedResourceError):
+        pass
+    finally:
+        eof.set()
+
+
+def _kill_group(process: Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
