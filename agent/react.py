@@ -122,6 +122,11 @@ class Agent:
         self._tools_cache: list[dict[str, Any]] = []
         self._tools_tokens = 0
 
+    @property
+    def run_usage(self) -> Usage:
+        """Tokens of the current (or last) request."""
+        return self._run_usage
+
     async def run(self, request: str) -> AsyncIterator[Event]:
         """Handle one user request; the last event is always RunFinished (unless cancelled)."""
         self.memory.add_user(request)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
-from prompt_toolkit import PromptSession
+from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
@@ -20,7 +21,7 @@ from agent.react import Agent
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, load
 from agent.ui.render import EventRenderer
-from agent.ui.repl import Repl, ReplCompleter
+from agent.ui.repl import Repl, ReplCompleter, prompt_session
 from tests.fake_model import FakeModel, answer, calls
 from tests.servers import time_server_command
 
@@ -51,7 +52,7 @@ async def drive(
     transcript = Transcript.create(tmp_path, {})
     memory = Memory(sink=transcript.append)
     with create_pipe_input() as pipe:
-        session: PromptSession[str] = PromptSession(input=pipe, output=DummyOutput())
+        session = prompt_session(InMemoryHistory(), input=pipe, output=DummyOutput())
         agent = Agent(model, registry, memory, approval=approval)
         repl = Repl(
             console,
@@ -100,7 +101,8 @@ async def test_commands_and_a_turn_that_runs_a_tool(registry: ToolRegistry, tmp_
     assert "unknown command /tolls — did you mean /tools?" in text
     assert "time › get_current_time" in text and "Asia/Tokyo" in text  # tool trace
     assert "It is late in Tokyo." in text  # markdown rendered
-    assert "20 prompt + 10 completion tokens" in text  # /usage
+    assert re.search(r"last turn\s+20\s+10\s+30", text)  # /usage: this turn and the session
+    assert re.search(r"session\s+20\s+10\s+30", text)
     model.assert_complete()
     assert "+09:00" in [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
 
@@ -165,8 +167,26 @@ async def test_completion_of_commands_and_servers(registry: ToolRegistry, tmp_pa
         return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
 
     assert complete("/se") == ["/servers"]
-    assert complete("/tools ti") == ["time"]
+    assert sorted(complete("/tools ti")) == ["time", "time__convert_time", "time__get_current_time"]
+    assert complete("/tools time__g") == ["time__get_current_time"]
+    assert complete("/approve y") == ["yes"]
     assert complete("hello") == []
+
+
+async def test_multiline_input_by_backslash_and_escape_enter(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    model = FakeModel([answer("got three lines")])
+    await drive(registry, model, ["first line\\\rsecond\x1b\rthird"], tmp_path)
+    assert model.requests[0][-1] == {"role": "user", "content": "first line\nsecond\nthird"}
+
+
+async def test_tools_detail_shows_the_schema(registry: ToolRegistry, tmp_path: Path) -> None:
+    text, _ = await drive(
+        registry, FakeModel([]), ["/tools time__convert_time", "/tools nope"], tmp_path
+    )
+    assert "time › convert_time" in text and '"source_timezone"' in text
+    assert "no server or tool named 'nope'" in text
 
 
 async def test_clear_forgets_and_is_recorded(registry: ToolRegistry, tmp_path: Path) -> None:

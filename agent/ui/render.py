@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markdown import Markdown
+from rich.progress_bar import ProgressBar
+from rich.spinner import Spinner
+from rich.table import Table
 from rich.text import Text
 
 from agent.events import (
@@ -47,15 +51,71 @@ def summary(output: str, lines: int = SUMMARY_LINES) -> tuple[str, int]:
     return "\n".join(shown), max(0, len(all_lines) - lines)
 
 
+@dataclass
+class _Running:
+    """A tool call in flight, as the activity display shows it."""
+
+    label: Text
+    started: float
+    progress: float | None = None
+    total: float | None = None
+    message: str | None = None
+
+
+class _Activity:
+    """What is happening right now: a spinner per running tool with elapsed time and progress.
+
+    Rebuilt at each refresh of the Live display (a few times a second), not per event.
+    """
+
+    def __init__(self) -> None:
+        self.thinking_since: float | None = None
+        self.running: dict[str, _Running] = {}
+        self.spinner = Spinner("dots", style="cyan")
+
+    def __bool__(self) -> bool:
+        return self.thinking_since is not None or bool(self.running)
+
+    def __rich__(self) -> RenderableType:
+        now = time.monotonic()
+        rows: list[RenderableType] = []
+        if self.thinking_since is not None:
+            rows.append(self._row(Text("thinking", style="dim"), now - self.thinking_since))
+        for item in self.running.values():
+            label = item.label.copy()
+            if item.message:
+                label.append(f"  {item.message}", style="dim")
+            row = self._row(label, now - item.started)
+            if item.total:
+                bar = ProgressBar(total=item.total, completed=item.progress or 0, width=24)
+                grid = Table.grid(padding=(0, 1))
+                grid.add_row(row, bar, Text(f"{item.progress or 0:g}/{item.total:g}", style="dim"))
+                row = grid
+            rows.append(row)
+        return Group(*rows)
+
+    def _row(self, label: Text, elapsed: float) -> RenderableType:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_row(self.spinner, label, Text(f"{elapsed:.1f}s", style="dim"))
+        return grid
+
+
 class EventRenderer:
-    """Turns events into terminal output. `stream_answer` shows the answer as it streams."""
+    """Turns events into terminal output. `stream_answer` shows the answer as it streams.
+
+    On a capable terminal the answer streams in a Live region and running tools show a
+    spinner with elapsed time; on a pipe or a dumb terminal everything is printed once.
+    """
 
     def __init__(self, console: Console, *, verbosity: int = NORMAL, stream_answer: bool) -> None:
         self.console = console
         self.verbosity = verbosity
         self.stream_answer = stream_answer
+        self.animate = console.is_terminal and not console.is_dumb_terminal
         self._buffer = ""
         self._live: Live | None = None
+        self._activity = _Activity()
+        self._activity_live: Live | None = None
         self._progress_shown: dict[str, float] = {}
 
     def handle(self, event: Event) -> None:
@@ -65,13 +125,39 @@ class EventRenderer:
 
     def close(self) -> None:
         self._end_stream()
+        self._activity.thinking_since = None
+        self._activity.running.clear()
+        self._sync_activity()
+
+    # -- activity (spinners) ----------------------------------------------------------
+
+    def _sync_activity(self) -> None:
+        """Show the activity region while there is activity; one Live at a time."""
+        wanted = self.animate and self.verbosity >= NORMAL and bool(self._activity)
+        if wanted and self._activity_live is None and self._live is None:
+            self._activity_live = Live(
+                self._activity, console=self.console, refresh_per_second=10, transient=True
+            )
+            self._activity_live.start()
+        elif not wanted and self._activity_live is not None:
+            self._activity_live.stop()
+            self._activity_live = None
+
+    def _print(self, renderable: RenderableType, **kwargs: Any) -> None:
+        """Print above the activity region (Live keeps itself at the bottom)."""
+        self.console.print(renderable, **kwargs)
 
     # -- answer streaming -------------------------------------------------------------
 
     def _on_text_delta(self, event: TextDelta) -> None:
+        if self._activity.thinking_since is not None:
+            self._activity.thinking_since = None
+            self._sync_activity()
         if not self.stream_answer:
             return
         self._buffer += event.text
+        if not self.animate:
+            return  # printed whole when the message ends
         if self._live is None:
             self._live = Live(
                 console=self.console,
@@ -80,16 +166,20 @@ class EventRenderer:
                 vertical_overflow="visible",
             )
             self._live.start()
-        self._live.update(Markdown(self._buffer))
+        self._live.update(Markdown(self._buffer), refresh=False)  # the refresh thread draws it
 
     def _end_stream(self) -> None:
         if self._live is not None:
             self._live.update(Markdown(self._buffer))
             self._live.stop()
             self._live = None
+        elif self._buffer.strip():
+            self.console.print(Markdown(self._buffer))
         self._buffer = ""
 
     def _on_assistant_message(self, event: AssistantMessage) -> None:
+        self._activity.thinking_since = None
+        self._sync_activity()
         self._end_stream()
 
     def _on_model_retry(self, event: ModelRetry) -> None:
@@ -107,31 +197,50 @@ class EventRenderer:
 
     def _on_step_started(self, event: StepStarted) -> None:
         if self.verbosity >= VERBOSE:
-            self.console.print(Text(f"step {event.step}/{event.max_steps}", style="dim"))
+            self._print(Text(f"step {event.step}/{event.max_steps}", style="dim"))
+        self._activity.thinking_since = time.monotonic()
+        self._sync_activity()
 
     def _on_tool_call_started(self, event: ToolCallStarted) -> None:
         self._end_stream()
         if self.verbosity < NORMAL:
             return
-        line = Text("▸ ", style="cyan")
+        label = Text()
         if event.server:
-            line.append(event.server, style="bold cyan")
-            line.append(" › ")
-        line.append(event.tool, style="bold")
+            label.append(event.server, style="bold cyan")
+            label.append(" › ")
+        label.append(event.tool, style="bold")
+        line = Text("▸ ", style="cyan")
+        line.append_text(label)
         line.append(" ")
-        line.append(compact_json(event.arguments), style="dim")
-        self.console.print(line)
+        if self.verbosity >= VERBOSE and event.arguments:
+            self._print(line)
+            pretty = json.dumps(event.arguments, ensure_ascii=False, indent=2, default=str)
+            self._print(Text(_indent(pretty), style="dim"))
+        else:
+            line.append(compact_json(event.arguments), style="dim")
+            self._print(line)
+        self._activity.running[event.call_id] = _Running(label, time.monotonic())
+        self._sync_activity()
 
     def _on_tool_progress(self, event: ToolProgress) -> None:
+        running = self._activity.running.get(event.call_id)
+        if running is not None:
+            running.progress, running.total = event.progress, event.total
+            running.message = event.message
+        if self.animate:
+            return  # drawn by the activity region
         now = time.monotonic()
         if self.verbosity < NORMAL or now - self._progress_shown.get(event.call_id, 0) < 0.5:
             return
         self._progress_shown[event.call_id] = now
         total = f"/{event.total:g}" if event.total else ""
         msg = f" {event.message}" if event.message else ""
-        self.console.print(Text(f"  … {event.progress:g}{total}{msg}", style="dim"))
+        self._print(Text(f"  … {event.progress:g}{total}{msg}", style="dim"))
 
     def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
+        self._activity.running.pop(event.call_id, None)
+        self._sync_activity()
         if self.verbosity < NORMAL:
             return
         style = "red" if event.is_error else "green"
@@ -157,7 +266,7 @@ class EventRenderer:
             self.console.print(Text(event.message, style=style))
 
     def _on_run_finished(self, event: RunFinished) -> None:
-        self._end_stream()
+        self.close()
         if event.status == "error" and event.error:
             self.console.print(Text(f"error: {event.error}", style="bold red"))
         elif event.status == "max_steps":

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
-from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -40,8 +43,28 @@ class Command:
     handler: Handler
 
 
+def input_key_bindings() -> KeyBindings:
+    """Enter sends; Esc-Enter, or Enter after a trailing backslash, starts a new line."""
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add("enter")
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.document.text_before_cursor.endswith("\\"):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    return bindings
+
+
 class ReplCompleter(Completer):
-    """Slash commands at the start of a line; tool and server names after /tools."""
+    """Slash commands, then their arguments: servers and tools, approval modes, prompts."""
 
     def __init__(self, repl: Repl) -> None:
         self.repl = repl
@@ -49,6 +72,7 @@ class ReplCompleter(Completer):
     def get_completions(self, document: Document, complete_event: object) -> Iterator[Completion]:
         text = document.text_before_cursor
         if not text.startswith("/"):
+            yield from self._references(text)
             return
         if " " not in text:
             for name in self.repl.commands:
@@ -56,10 +80,30 @@ class ReplCompleter(Completer):
                     yield Completion("/" + name, start_position=-len(text))
             return
         command, _, arg = text.partition(" ")
-        if command in ("/tools", "/servers"):
-            for name in self.repl.registry.servers:
-                if name.startswith(arg):
-                    yield Completion(name, start_position=-len(arg))
+        for word in self._arguments(command[1:]):
+            if word.startswith(arg) and word != arg:
+                yield Completion(word, start_position=-len(arg))
+
+    def _arguments(self, command: str) -> list[str]:
+        registry = self.repl.registry
+        match command:
+            case "tools":
+                return [*registry.servers, *registry.tools]
+            case "servers":
+                return list(registry.servers)
+            case "approve":
+                return ["ask", "yes", "read-only"]
+            case _:
+                return self.repl.argument_words(command)
+
+    def _references(self, text: str) -> Iterator[Completion]:
+        """`@server:uri` resource references anywhere in a request."""
+        word = text.rsplit(None, 1)[-1] if text.strip() else ""
+        if not word.startswith("@"):
+            return
+        for ref in self.repl.resource_refs():
+            if ref.startswith(word[1:]):
+                yield Completion("@" + ref, start_position=-len(word))
 
 
 class Repl:
@@ -96,6 +140,14 @@ class Repl:
             ("quit", "leave", self._exit),
         ):
             self.commands[name] = Command(name, help_text, handler)
+
+    def argument_words(self, command: str) -> list[str]:
+        """Completions for a command's argument (prompt names for /prompt)."""
+        return []
+
+    def resource_refs(self) -> list[str]:
+        """`server:uri` of every known resource, for `@` completion."""
+        return []
 
     # -- main loop ---------------------------------------------------------------------
 
@@ -188,6 +240,18 @@ class Repl:
         self.console.print(table)
 
     async def _tools(self, arg: str) -> None:
+        spec = self.registry.tools.get(arg)
+        if spec is not None:  # one tool in full
+            self.console.print(Text(arg, style="bold"), Text(f"  ({spec.server} › {spec.name})"))
+            if spec.title:
+                self.console.print(Text(spec.title))
+            self.console.print(Text(spec.description.strip() or "(no description)"))
+            schema = json.dumps(spec.input_schema, indent=2, ensure_ascii=False)
+            self.console.print(Text(schema, style="dim"))
+            return
+        if arg and arg not in self.registry.servers:
+            self.console.print(Text(f"no server or tool named {arg!r}", style="yellow"))
+            return
         table = Table("name", "title", "hints", "description", box=None)
         for public, spec in self.registry.tools.items():
             if arg and spec.server != arg:
@@ -234,18 +298,24 @@ class Repl:
             self.console.print(Text(f"{role}: ", style="bold"), Text(str(content)[:500]))
 
     async def _usage(self, arg: str) -> None:
-        usage = self.agent.session_usage
-        self.console.print(
-            Text(
-                f"session: {usage.prompt_tokens} prompt + "
-                f"{usage.completion_tokens} completion tokens"
-            )
-        )
+        table = Table("", "prompt", "completion", "total", box=None)
+        for label, usage in (
+            ("last turn", self.agent.run_usage),
+            ("session", self.agent.session_usage),
+        ):
+            total = usage.prompt_tokens + usage.completion_tokens
+            table.add_row(label, str(usage.prompt_tokens), str(usage.completion_tokens), str(total))
+        self.console.print(table)
 
     async def _approve(self, arg: str) -> None:
         policy = self.agent.approval
-        if arg in ("ask", "yes"):
+        if arg in ("ask", "yes", "read-only"):
             policy.mode = arg  # type: ignore[assignment]
+        elif arg:
+            self.console.print(
+                Text(f"unknown mode {arg!r}: use ask, yes or read-only", style="yellow")
+            )
+            return
         always = ", ".join(f"{s} › {t}" for s, t in sorted(policy.always)) or "none"
         self.console.print(Text(f"approval: {policy.mode}; always allowed: {always}"))
 
@@ -261,6 +331,18 @@ class Repl:
 
     async def _exit(self, arg: str) -> bool:
         return True
+
+
+def prompt_session(history: History, **io: Any) -> PromptSession[str]:
+    """The REPL's input line; `io` (input=, output=) lets tests drive it headless."""
+    return PromptSession(
+        history=history,
+        multiline=True,
+        key_bindings=input_key_bindings(),
+        prompt_continuation="  ",
+        complete_while_typing=False,
+        **io,
+    )
 
 
 def history_file(settings: Settings) -> Path:
@@ -279,7 +361,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         history = FileHistory(str(history_file(settings)))
     except OSError:
         history = InMemoryHistory()
-    session: PromptSession[str] = PromptSession(history=history)
+    session = prompt_session(history)
     try:
         async with connected(settings, Console(stderr=True)) as registry:
             renderer = EventRenderer(console, verbosity=verbosity(settings), stream_answer=True)
