@@ -181,9 +181,7 @@ def run(
     ] = False,  # noqa: E501
     resume: Annotated[
         str | None,
-        typer.Option(
-            "--resume", help="Continue a saved session (ID, or 'latest').", flag_value="latest"
-        ),
+        typer.Option("--resume", help="Continue a saved session: ID, or nothing for the latest."),
     ] = None,  # noqa: E501
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Show only answers and errors.")
@@ -230,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
     try:
         # standalone_mode=False: click returns the code of a raised Exit instead of exiting.
-        code = app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
+        args = _resume_default(list(argv if argv is not None else sys.argv[1:]))
+        code = app(args=args, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except AgentError as exc:
@@ -250,6 +249,16 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         raise
     return code if isinstance(code, int) else EXIT_OK
+
+
+def _resume_default(args: list[str]) -> list[str]:
+    """`--resume` without an ID means the latest session (typer options need a value)."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--resume" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            return [*args[: i + 1], "latest", *args[i + 1 :]]
+    return args
 
 
 def _is_usage_error(exc: Exception) -> bool:

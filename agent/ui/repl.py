@@ -7,6 +7,7 @@ memory stays valid (cut-short tool calls are recorded as cancelled).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import difflib
 import json
@@ -203,18 +204,25 @@ class Repl:
 
     @contextlib.contextmanager
     def _sigint_cancels(self, scope: anyio.CancelScope) -> Iterator[None]:
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        try:
-            loop.add_signal_handler(signal.SIGINT, scope.cancel)
-        except (NotImplementedError, RuntimeError, ValueError):  # not main thread / platform
-            yield
-            return
+        self._turn_scope = scope
+        installed = self._install_sigint()
         try:
             yield
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            self._turn_scope = None
+            if installed:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+
+    def _install_sigint(self) -> bool:
+        """Ctrl-C cancels the turn in flight. prompt-toolkit replaces this handler while it
+        reads a line (an approval question), so it is installed again after each question."""
+        if self._turn_scope is None:
+            return False
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._turn_scope.cancel)
+        except (NotImplementedError, RuntimeError, ValueError):  # not main thread / platform
+            return False
+        return True
 
     async def ask(self, request: ApprovalRequest) -> Decision:
         """Approval prompt; Ctrl-C or anything unclear counts as no."""
@@ -227,6 +235,8 @@ class Repl:
             answer = (await self.session.prompt_async(question)).strip().lower()
         except (KeyboardInterrupt, EOFError):
             return "no"
+        finally:
+            self._install_sigint()
         if answer in ("a", "always"):
             return "always"
         return "yes" if answer in ("y", "yes") else "no"

@@ -1,0 +1,94 @@
+"""A real terminal for end-to-end REPL tests: a private tmux server, read as screen text.
+
+tmux renders everything the program draws (prompt-toolkit redraws, rich Live regions) into a
+screen, so tests match what a person would see instead of raw escape sequences. Each
+Terminal has its own tmux socket, so parallel tests never share a server.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+WIDTH, HEIGHT = 120, 50
+
+
+class Terminal:
+    def __init__(self, command: list[str], *, cwd: Path, env: dict[str, str], log: Path) -> None:
+        self.socket = f"mcp-agent-test-{secrets.token_hex(4)}"
+        self.log = log
+        self.rc_file = log.with_suffix(".rc")
+        env_args = [f"{k}={v}" for k, v in env.items()]
+        # The exit status goes to a file; the pane then stays until the test kills the server.
+        script = f"{shlex.join(['env', '-i', *env_args, *command])}; echo $? > {self.rc_file}"
+        self._tmux("new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(cwd), script)
+        self._tmux("set-option", "-g", "remain-on-exit", "on")
+        self._tmux("set-option", "-g", "history-limit", "5000")
+
+    def _tmux(self, *args: str) -> str:
+        proc = subprocess.run(
+            ["tmux", "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+        )
+        return proc.stdout
+
+    def screen(self) -> str:
+        """Everything on screen and in the scroll-back, as plain text."""
+        return self._tmux("capture-pane", "-p", "-J", "-S", "-5000")
+
+    def send(self, *keys: str) -> None:
+        """tmux key names: 'Enter', 'C-c', 'C-d', or literal text with -l via type()."""
+        self._tmux("send-keys", *keys)
+
+    def type(self, text: str, enter: bool = True) -> None:
+        self._tmux("send-keys", "-l", text)
+        if enter:
+            self._tmux("send-keys", "Enter")
+
+    def wait_for(self, pattern: str, *, timeout: float = 30, after: int = 0) -> float:
+        """Wait until `pattern` (a regex) shows up past screen offset `after`; seconds waited."""
+        started = time.monotonic()
+        deadline = started + timeout
+        regex = re.compile(pattern)
+        while True:
+            text = self.screen()
+            if regex.search(text, after):
+                return time.monotonic() - started
+            if time.monotonic() > deadline:
+                self.save()
+                raise AssertionError(f"{pattern!r} not on screen after {timeout} s:\n{text}")
+            time.sleep(0.05)
+
+    def mark(self) -> int:
+        """An offset into the screen text: later waits look only at what appears after it."""
+        return len(self.screen().rstrip())
+
+    def exit_code(self, timeout: float = 15) -> int:
+        deadline = time.monotonic() + timeout
+        while not self.rc_file.exists() or not self.rc_file.read_text().strip():
+            if time.monotonic() > deadline:
+                self.save()
+                raise AssertionError(f"the program did not exit:\n{self.screen()}")
+            time.sleep(0.05)
+        return int(self.rc_file.read_text())
+
+    def save(self) -> str:
+        text = self.screen()
+        self.log.write_text(text)
+        return text
+
+    def close(self) -> None:
+        self.save()
+        subprocess.run(
+            ["tmux", "-L", self.socket, "kill-server"],
+            capture_output=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+        )

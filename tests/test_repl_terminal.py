@@ -1,0 +1,155 @@
+"""The REPL in a real terminal (tmux), against the bundled server and the scripted model.
+
+What a person does: start, /tools, ask something that runs a tool, refuse a write, Ctrl-C a
+slow command, keep talking, /exit. The screen text is saved next to the test's temp files
+and printed, so a failing run shows exactly what was on screen.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.servers import REPO_ROOT
+from tests.terminal import Terminal
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+
+PROMPT = r"\n›[ ]?(?=\n|$)"  # an empty prompt line (tmux trims trailing spaces)
+
+
+def agent_env(base_url: str, state_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    env.update(
+        OPENAI_BASE_URL=base_url,
+        OPENAI_API_KEY="sk-terminal-test",
+        MCP_AGENT_STATE_DIR=str(state_dir),
+        TERM="xterm-256color",
+        NO_COLOR="1",
+    )
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("launch code 4711\n")
+    return root
+
+
+@pytest.fixture
+def terminals(tmp_path: Path) -> Iterator[list[Terminal]]:
+    opened: list[Terminal] = []
+    yield opened
+    for terminal in opened:
+        terminal.close()
+        print(f"--- screen of {terminal.log.name} ---\n{terminal.log.read_text()}")
+
+
+def start(
+    terminals: list[Terminal], llm: ScriptedLLM, workspace: Path, name: str, *args: str
+) -> Terminal:
+    terminal = Terminal(
+        [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
+        cwd=workspace,
+        env=agent_env(llm.base_url, workspace.parent / "state"),
+        log=workspace.parent / f"{name}.screen.txt",
+    )
+    terminals.append(terminal)
+    terminal.wait_for(r"tools from 1 server")
+    terminal.wait_for(PROMPT)
+    return terminal
+
+
+def test_a_session_at_the_terminal(workspace: Path, terminals: list[Terminal]) -> None:
+    script = [
+        tool_calls(("local__read_file", {"path": "notes.txt"})),
+        text("The code is **4711**."),
+        tool_calls(("local__write_file", {"path": "pwned.txt", "content": "x"})),
+        text("I did not write it."),
+        tool_calls(("local__bash", {"command": "sleep 30"})),
+        text("still here"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        term = start(terminals, llm, workspace, "session")
+
+        term.type("/tools")
+        term.wait_for(r"local__write_file\s+Write a file\s+destructive")
+
+        mark = term.mark()
+        term.type("what is the launch code?")
+        term.wait_for(r"▸ local › read_file \{\"path\": \"notes.txt\"\}", after=mark)
+        term.wait_for(r"The code is 4711\.", after=mark)  # markdown rendered, not raw **
+        term.wait_for(PROMPT, after=mark)
+
+        mark = term.mark()
+        term.type("write a file")
+        term.wait_for(r"Run local › write_file .*\? \[y\]es / \[n\]o / \[a\]lways", after=mark)
+        term.type("n")
+        term.wait_for(r"denied", after=mark)
+        term.wait_for(r"I did not write it\.", after=mark)
+        assert not (workspace / "pwned.txt").exists()
+
+        mark = term.mark()
+        term.type("run something slow")
+        term.wait_for(r"Run local › bash", after=mark)
+        term.type("y")
+        term.wait_for(r"▸ local › bash", after=mark)
+        term.send("C-c")
+        waited = term.wait_for(r"cancelled" + PROMPT, after=mark, timeout=10)
+        print(f"Ctrl-C -> prompt in {waited:.2f} s")
+
+        mark = term.mark()
+        term.type("are you there?")
+        term.wait_for(r"still here", after=mark)
+        term.wait_for(PROMPT, after=mark)
+        term.type("/exit")
+        assert term.exit_code() == 0
+
+        tool_results = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "cancelled" in tool_results[-1]["content"]  # the cut-short call, recorded
+        llm.assert_complete()
+
+
+def test_a_killed_session_resumes_with_every_completed_turn(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedLLM(
+        tool_calls(("local__read_file", {"path": "notes.txt"})),
+        text("first answer"),
+        text("second answer"),
+    ) as llm:
+        term = start(terminals, llm, workspace, "killed")
+        term.type("read the notes")
+        term.wait_for(r"first answer")
+        term.wait_for(PROMPT)
+        pid = int(term._tmux("display-message", "-p", "#{pane_pid}").strip())
+        # The pane runs `sh -c "env ... python run_mcp.py; echo $? > rc"`: kill the python child.
+        os.kill(_child_pid(pid), signal.SIGKILL)
+        assert term.exit_code() == 128 + signal.SIGKILL
+
+        resumed = start(terminals, llm, workspace, "resumed", "--resume")
+        resumed.type("and now?")
+        resumed.wait_for(r"second answer")
+        resumed.type("/exit")
+        assert resumed.exit_code() == 0
+
+    roles = [m["role"] for m in llm.requests[-1]["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+    contents = [m.get("content") or "" for m in llm.requests[-1]["messages"]]
+    assert "launch code 4711" in contents[3] and contents[4] == "first answer"
+
+
+def _child_pid(pid: int) -> int:
+    """The one child of the pane's shell (the agent), found through /proc."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return int(children[0]) if children else pid
