@@ -192,9 +192,15 @@ class OpenAIModel:
         return params
 
     async def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        overrides: dict[str, Any] | None = None,
     ) -> AsyncIterator[str | RetryNotice | Reply]:
-        params = self._params(messages, tools)
+        """Stream one reply. `overrides` (max_tokens, temperature, stop) apply to this request
+        only: a server's sampling request sets its own."""
+        params = {**self._params(messages, tools), **(overrides or {})}
         for attempt in range(1, self.max_retries + 2):
             streamed = False
             try:

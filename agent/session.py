@@ -25,6 +25,7 @@ from agent.events import Event, RunFinished, ToolCallFinished, ToolCallStarted, 
 from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
+from agent.server_requests import ServerRequests
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.transcript import Loaded, Transcript, find_session, load
@@ -64,9 +65,14 @@ def verbosity(settings: Settings) -> int:
 
 
 @contextlib.asynccontextmanager
-async def connected(settings: Settings, stderr: Console) -> AsyncIterator[ToolRegistry]:
+async def connected(
+    settings: Settings, stderr: Console, requests: ServerRequests | None = None
+) -> AsyncIterator[ToolRegistry]:
     """Connect every server; report failures by name and carry on with the rest."""
-    async with ToolRegistry(settings, reserved_names=AGENT_TOOL_NAMES) as registry:
+    callbacks = requests.callbacks() if requests is not None else None
+    async with ToolRegistry(
+        settings, reserved_names=AGENT_TOOL_NAMES, callbacks=callbacks
+    ) as registry:
         for failure in await registry.connect_all():
             log = registry.servers[failure.server].status.log_path
             hint = f" (log: {log})" if log and failure.step == "connect" else ""
@@ -169,7 +175,10 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
     record = RunRecord()
     renderer = EventRenderer(stderr, verbosity=verbosity(settings), stream_answer=False)
     try:
-        async with connected(settings, stderr) as registry:
+        requests = ServerRequests(
+            model, settings.workspace, auto_approve=settings.ui.approval == "yes"
+        )
+        async with connected(settings, stderr, requests) as registry:
             agent = build_agent(settings, registry, model, None, session)
             async for event in agent.run(request):
                 record.add(event)

@@ -7,8 +7,10 @@ Markdown, which rich renders structurally (markup in it stays literal).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +132,18 @@ class EventRenderer:
         self._sync_activity()
 
     # -- activity (spinners) ----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """No live region while the user answers a question; it comes back afterwards."""
+        self._end_stream()
+        if self._activity_live is not None:
+            self._activity_live.stop()
+            self._activity_live = None
+        try:
+            yield
+        finally:
+            self._sync_activity()
 
     def _sync_activity(self) -> None:
         """Show the activity region while there is activity; one Live at a time."""

@@ -30,6 +30,7 @@ from rich.text import Text
 from agent.approval import ApprovalRequest, Decision
 from agent.config import Settings
 from agent.react import Agent
+from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, to_markdown
 from agent.ui.render import EventRenderer, compact_json
@@ -224,22 +225,102 @@ class Repl:
             return False
         return True
 
+    async def question(self, text: str, default: str = "") -> str | None:
+        """One line from the user in the middle of a turn; None on Ctrl-C or Ctrl-D.
+
+        The activity display pauses meanwhile, and Ctrl-C goes back to cancelling the turn.
+        """
+        with self.renderer.suspended():
+            try:
+                return (await self.session.prompt_async(text, default=default)).strip()
+            except (KeyboardInterrupt, EOFError):
+                return None
+            finally:
+                self._install_sigint()
+
     async def ask(self, request: ApprovalRequest) -> Decision:
         """Approval prompt; Ctrl-C or anything unclear counts as no."""
-        self.renderer.close()
         args = compact_json(request.arguments, 300)
-        question = (
+        answer = await self.question(
             f"Run {request.server} › {request.tool} {args}? [y]es / [n]o / [a]lways for this tool: "
         )
-        try:
-            answer = (await self.session.prompt_async(question)).strip().lower()
-        except (KeyboardInterrupt, EOFError):
-            return "no"
-        finally:
-            self._install_sigint()
+        answer = (answer or "").lower()
         if answer in ("a", "always"):
             return "always"
         return "yes" if answer in ("y", "yes") else "no"
+
+    # -- requests from servers (sampling, elicitation) ---------------------------------
+
+    async def approve_sampling(self, request: SamplingRequest) -> bool:
+        if self.agent.approval.mode == "yes":
+            return True
+        self.console.print(Text("A server asks the model:", style="bold yellow"))
+        if request.system_prompt:
+            self.console.print(Text(f"  system: {request.system_prompt[:300]}", style="dim"))
+        for message in request.messages:
+            content = message["content"]
+            shown = content if isinstance(content, str) else compact_json(content, 300)
+            self.console.print(Text(f"  {message['role']}: {shown[:500]}"))
+        answer = await self.question(f"Send it (max {request.max_tokens} tokens)? [y]es / [n]o: ")
+        return (answer or "").lower() in ("y", "yes")
+
+    async def elicit_url(self, message: str, url: str) -> ElicitAnswer:
+        self.console.print(Text("A server asks you to open a link:", style="bold yellow"))
+        self.console.print(Text(f"  {message}\n  {url}"))
+        answer = await self.question("Done? [y]es (opened it) / [n]o (decline): ")
+        if answer is None:
+            return ElicitAnswer("cancel")
+        return ElicitAnswer("accept" if answer.lower() in ("y", "yes") else "decline")
+
+    async def elicit_form(self, message: str, schema: dict[str, Any]) -> ElicitAnswer:
+        """Ask field by field, with the schema's types, choices and defaults."""
+        self.console.print(Text("A server asks you:", style="bold yellow"))
+        self.console.print(Text(f"  {message}"))
+        answer = await self.question("Answer it? [y]es / [n]o (decline) / [c]ancel: ")
+        if answer is None or answer.lower() in ("c", "cancel"):
+            return ElicitAnswer("cancel")
+        if answer.lower() not in ("y", "yes"):
+            return ElicitAnswer("decline")
+        required = set(schema.get("required", []))
+        content: dict[str, Any] = {}
+        for name, prop in (schema.get("properties") or {}).items():
+            value = await self._ask_field(name, prop if isinstance(prop, dict) else {}, required)
+            if value is _CANCEL:
+                return ElicitAnswer("cancel")
+            if value is not _SKIP:
+                content[name] = value
+        return ElicitAnswer("accept", content)
+
+    async def _ask_field(self, name: str, prop: dict[str, Any], required: set[str]) -> Any:
+        kind = prop.get("type", "string")
+        choices = _choices(prop.get("items", {}) if kind == "array" else prop)
+        label = prop.get("title") or name
+        hint = f" ({'/'.join(choices)})" if choices else f" ({kind})"
+        if kind == "array":
+            hint = f" (comma-separated: {', '.join(choices)})" if choices else " (comma-separated)"
+        if prop.get("description"):
+            self.console.print(Text(f"  {prop['description']}", style="dim"))
+        default = "" if prop.get("default") is None else _field_text(prop["default"])
+        mark = "*" if name in required else ""
+        while True:
+            raw = await self.question(f"  {label}{mark}{hint}: ", default=default)
+            if raw is None:
+                return _CANCEL
+            if raw == "":
+                if name in required:
+                    self.console.print(Text("  required", style="yellow"))
+                    continue
+                return _SKIP
+            try:
+                value = _parse_field(raw, kind)
+            except ValueError as exc:
+                self.console.print(Text(f"  {exc}", style="yellow"))
+                continue
+            values = value if isinstance(value, list) else [value]
+            if choices and any(str(v) not in choices for v in values):
+                self.console.print(Text(f"  choose from {', '.join(choices)}", style="yellow"))
+                continue
+            return value
 
     # -- commands ----------------------------------------------------------------------
 
@@ -355,6 +436,48 @@ def prompt_session(history: History, **io: Any) -> PromptSession[str]:
     )
 
 
+_CANCEL, _SKIP = object(), object()
+
+
+def _choices(schema: dict[str, Any]) -> list[str]:
+    """Allowed values of an enum field: `enum`, or the consts of `oneOf` / `anyOf`."""
+    if "enum" in schema:
+        return [str(v) for v in schema["enum"]]
+    options = schema.get("oneOf") or schema.get("anyOf") or []
+    return [str(o["const"]) for o in options if isinstance(o, dict) and "const" in o]
+
+
+def _field_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def _parse_field(raw: str, kind: str) -> Any:
+    """A typed value from what the user typed, or ValueError saying what is expected."""
+    if kind == "boolean":
+        if raw.lower() in ("y", "yes", "true", "1"):
+            return True
+        if raw.lower() in ("n", "no", "false", "0"):
+            return False
+        raise ValueError("answer yes or no")
+    if kind == "integer":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError("enter a whole number") from None
+    if kind == "number":
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError("enter a number") from None
+    if kind == "array":
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    return raw
+
+
 def history_file(settings: Settings) -> Path:
     path = settings.state_dir / "history"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -362,6 +485,7 @@ def history_file(settings: Settings) -> Path:
 
 
 async def _repl(settings: Settings, resume: str | None) -> int:
+    from agent.server_requests import ServerRequests
     from agent.session import build_agent, connected, make_model, open_transcript, verbosity
 
     console = Console()
@@ -373,7 +497,10 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         history = InMemoryHistory()
     session = prompt_session(history)
     try:
-        async with connected(settings, Console(stderr=True)) as registry:
+        requests = ServerRequests(
+            model, settings.workspace, auto_approve=settings.ui.approval == "yes"
+        )
+        async with connected(settings, Console(stderr=True), requests) as registry:
             renderer = EventRenderer(console, verbosity=verbosity(settings), stream_answer=True)
             holder: list[Repl] = []
 
@@ -383,6 +510,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
             agent = build_agent(settings, registry, model, ask, loaded)
             repl = Repl(console, session, agent, registry, settings, renderer, loaded.transcript)
             holder.append(repl)
+            requests.ui = repl
             session.completer = ReplCompleter(repl)
             return await repl.loop()
     finally:

@@ -1,0 +1,142 @@
+"""Requests servers make of us: sampling (our model answers), elicitation (the user answers),
+roots (the workspace).
+
+The human is injected: a front end that can ask (the REPL) sets `ui`; without one, sampling
+runs only under `--yes` and elicitation is declined politely, so scripts never block on a
+question nobody can answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import mcp.types as types
+
+from agent.errors import ModelError
+from agent.llm import OpenAIModel, Reply
+from agent.tools.mcp import ClientCallbacks, roots_callback
+
+DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code exists)
+
+
+@dataclass(frozen=True)
+class SamplingRequest:
+    """What a server wants our model to answer, as the user is shown it."""
+
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    system_prompt: str | None
+    temperature: float | None
+
+
+@dataclass(frozen=True)
+class ElicitAnswer:
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+class Asker(Protocol):
+    """The front end's side: show a request to the user and return the decision."""
+
+    async def approve_sampling(self, request: SamplingRequest) -> bool: ...
+
+    async def elicit_form(self, message: str, schema: dict[str, Any]) -> ElicitAnswer: ...
+
+    async def elicit_url(self, message: str, url: str) -> ElicitAnswer: ...
+
+
+@dataclass
+class ServerRequests:
+    model: OpenAIModel
+    workspace: Path
+    auto_approve: bool = False  # --yes: sampling runs without asking
+    ui: Asker | None = None
+    sampled: list[SamplingRequest] = field(default_factory=list)
+
+    def callbacks(self) -> ClientCallbacks:
+        return ClientCallbacks(
+            sampling=self.sample,
+            elicitation=self.elicit,
+            list_roots=roots_callback(self.workspace),
+        )
+
+    async def sample(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        request = SamplingRequest(
+            messages=[_openai_message(m) for m in params.messages],
+            max_tokens=params.max_tokens,
+            system_prompt=params.system_prompt,
+            temperature=params.temperature,
+        )
+        if not await self._sampling_allowed(request):
+            return types.ErrorData(
+                code=DECLINED,
+                message="the user declined the sampling request"
+                if self.ui
+                else "sampling needs approval: rerun with --yes to allow it",
+            )
+        self.sampled.append(request)
+        system = [{"role": "system", "content": request.system_prompt}]
+        overrides: dict[str, Any] = {"max_tokens": request.max_tokens}
+        if request.temperature is not None:
+            overrides["temperature"] = request.temperature
+        if params.stop_sequences:
+            overrides["stop"] = list(params.stop_sequences)
+        messages = (system if request.system_prompt else []) + request.messages
+        try:
+            reply = await _complete(self.model, messages, overrides)
+        except ModelError as exc:
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"model error: {exc}")
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(text=reply.content),
+            model=self.model.model,
+            stop_reason="maxTokens" if reply.finish_reason == "length" else "endTurn",
+        )
+
+    async def _sampling_allowed(self, request: SamplingRequest) -> bool:
+        if self.auto_approve:
+            return True
+        return self.ui is not None and await self.ui.approve_sampling(request)
+
+    async def elicit(
+        self,
+        context: Any,
+        params: types.ElicitRequestFormParams | types.ElicitRequestURLParams,
+    ) -> types.ElicitResult:
+        if self.ui is None:  # a script cannot answer; say no rather than hang
+            return types.ElicitResult(action="decline")
+        if isinstance(params, types.ElicitRequestURLParams):
+            answer = await self.ui.elicit_url(params.message, params.url)
+        else:
+            answer = await self.ui.elicit_form(params.message, params.requested_schema or {})
+        return types.ElicitResult(action=answer.action, content=answer.content)
+
+
+async def _complete(
+    model: OpenAIModel, messages: list[dict[str, Any]], overrides: dict[str, Any]
+) -> Reply:
+    async for item in model.stream(messages, [], overrides=overrides):
+        if isinstance(item, Reply):
+            return item
+    raise ModelError("the model stream ended without a reply")
+
+
+def _openai_message(message: types.SamplingMessage) -> dict[str, Any]:
+    """A sampling message as a chat message; images go as data URLs, the rest as text."""
+    blocks = message.content if isinstance(message.content, list) else [message.content]
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, types.TextContent):
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, types.ImageContent) and message.role == "user":
+            url = f"data:{block.mime_type};base64,{block.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            parts.append({"type": "text", "text": f"[{block.type} content omitted]"})
+    if all(p["type"] == "text" for p in parts):
+        return {"role": message.role, "content": "\n".join(p["text"] for p in parts)}
+    return {"role": message.role, "content": parts}

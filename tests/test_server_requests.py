@@ -1,0 +1,197 @@
+"""Requests from servers, against real server-everything: sampling answered by the scripted
+model, elicitation answered in the (headless) REPL or declined without one, roots, progress.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from agent.approval import ApprovalPolicy
+from agent.config import ServerConfig, Settings
+from agent.events import ToolProgress
+from agent.llm import OpenAIModel
+from agent.memory import Memory
+from agent.react import Agent
+from agent.server_requests import ServerRequests
+from agent.tools.registry import ToolRegistry
+from agent.ui.render import EventRenderer
+from agent.ui.repl import Repl, prompt_session
+from tests.fake_llm import ScriptedLLM, text
+from tests.fake_model import FakeModel, answer, calls
+from tests.servers import everything_stdio_command
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[ScriptedLLM]:
+    with ScriptedLLM() as scripted:
+        yield scripted
+
+
+@pytest.fixture
+async def requests(llm: ScriptedLLM, tmp_path: Path) -> AsyncIterator[ServerRequests]:
+    model = OpenAIModel(base_url=llm.base_url, api_key="sk-test", model="scripted")
+    yield ServerRequests(model, tmp_path)
+    await model.aclose()
+
+
+@pytest.fixture
+async def registry(requests: ServerRequests, tmp_path: Path) -> AsyncIterator[ToolRegistry]:
+    command, args = everything_stdio_command()
+    settings = Settings(
+        servers=(ServerConfig(name="main", type="stdio", command=command, args=tuple(args)),),
+        state_dir=tmp_path / "state",
+    )
+    async with ToolRegistry(settings, callbacks=requests.callbacks()) as reg:
+        assert await reg.connect_all() == []
+        yield reg
+
+
+async def test_sampling_is_answered_by_our_model_with_the_servers_limits(
+    registry: ToolRegistry, requests: ServerRequests, llm: ScriptedLLM
+) -> None:
+    requests.auto_approve = True  # --yes
+    llm.add(text("a haiku about tests"))
+    observation = await registry.call(
+        "main__trigger-sampling-request", {"prompt": "write a haiku", "maxTokens": 64}
+    )
+    assert not observation.is_error
+    assert "a haiku about tests" in observation.text
+    sent = llm.requests[0]
+    assert sent["max_tokens"] == 64
+    assert sent["messages"][0]["role"] == "system"  # the server's system prompt
+    assert "write a haiku" in sent["messages"][-1]["content"]
+    llm.assert_complete()
+
+
+async def test_sampling_without_approval_is_refused_and_the_model_not_called(
+    registry: ToolRegistry, llm: ScriptedLLM
+) -> None:
+    observation = await registry.call(
+        "main__trigger-sampling-request", {"prompt": "hi", "maxTokens": 10}
+    )
+    assert "rerun with --yes" in observation.text
+    assert llm.requests == []
+
+
+async def test_elicitation_without_a_terminal_is_declined(registry: ToolRegistry) -> None:
+    observation = await registry.call("main__trigger-elicitation-request", {})
+    assert "declined" in observation.text.lower()
+
+
+async def test_roots_offer_the_workspace(registry: ToolRegistry, tmp_path: Path) -> None:
+    observation = await registry.call("main__get-roots-list", {})
+    assert tmp_path.as_uri() in observation.text
+
+
+async def test_progress_notifications_become_events(registry: ToolRegistry) -> None:
+    model = FakeModel(
+        [calls(("main__trigger-long-running-operation", {"duration": 1, "steps": 4})), answer("ok")]
+    )
+    agent = Agent(model, registry, Memory())
+    with anyio.fail_after(30):
+        events = [event async for event in agent.run("go")]
+    progress = [(e.progress, e.total) for e in events if isinstance(e, ToolProgress)]
+    assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+async def drive_repl(
+    registry: ToolRegistry,
+    requests: ServerRequests,
+    model: FakeModel,
+    keys: str,
+    approval: ApprovalPolicy | None = None,
+) -> tuple[str, Repl]:
+    """The REPL with its answers typed ahead into a pipe, as a person would type them.
+
+    Tool approval is "yes" unless given, so typed lines answer only the server's questions."""
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=False, color_system=None)
+    with create_pipe_input() as pipe:
+        session = prompt_session(InMemoryHistory(), input=pipe, output=DummyOutput())
+        agent = Agent(model, registry, Memory(), approval=approval or ApprovalPolicy(mode="yes"))
+        renderer = EventRenderer(console, stream_answer=True)
+        repl = Repl(console, session, agent, registry, Settings(), renderer)
+        requests.ui = repl
+        agent.approval.ask = repl.ask
+        pipe.send_text(keys + "/exit\r")
+        with anyio.fail_after(30):
+            assert await repl.loop() == 0
+    return out.getvalue(), repl
+
+
+async def test_elicitation_form_is_asked_field_by_field(
+    registry: ToolRegistry, requests: ServerRequests
+) -> None:
+    model = FakeModel([calls(("main__trigger-elicitation-request", {})), answer("thanks")])
+    clear = "\x15"  # Ctrl-U: clear the pre-filled default
+    answers = [
+        "please fill the form",  # the request to the agent
+        "y",  # answer it
+        "",  # name is required: asked again
+        "Ada",
+        "maybe",  # boolean: asked again
+        "yes",
+        "",  # firstLine: keep the default
+        "",  # email (optional): skipped
+        "",  # homepage
+        "",  # birthdate
+        clear + "seven",  # integer: asked again
+        clear + "7",
+        "",  # number: default 3.14
+        clear + "Janice",  # not a choice: asked again
+        clear + "Joey",
+        clear + "Piano, Drums",  # multi-select
+        "",  # titled single select: default
+        "",  # titled multi select: default
+        "",  # legacy titled enum: default
+    ]
+    screen, _ = await drive_repl(registry, requests, model, "".join(a + "\r" for a in answers))
+    assert "A server asks you:" in screen
+    for complaint in ("required", "answer yes or no", "enter a whole number", "choose from"):
+        assert complaint in screen
+    result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+    raw = json.loads(result[result.index("{", result.index("Raw result")) :])
+    assert raw["action"] == "accept"
+    assert raw["content"] == {
+        "name": "Ada",
+        "check": True,
+        "firstLine": "It was a dark and stormy night.",
+        "integer": 7,
+        "number": 3.14,
+        "untitledSingleSelectEnum": "Joey",
+        "untitledMultipleSelectEnum": ["Piano", "Drums"],
+        "titledSingleSelectEnum": "hero-1",
+        "titledMultipleSelectEnum": ["fish-1"],
+        "legacyTitledEnum": "pet-1",
+    }
+
+
+async def test_sampling_is_shown_and_approved_in_the_repl(
+    registry: ToolRegistry, requests: ServerRequests, llm: ScriptedLLM
+) -> None:
+    llm.add(text("sampled by the scripted model"))
+    model = FakeModel(
+        [
+            calls(("main__trigger-sampling-request", {"prompt": "tell a joke", "maxTokens": 20})),
+            answer("done"),
+        ]
+    )
+    policy = ApprovalPolicy(mode="ask")
+    # "y" to run the tool, then "y" to send the server's request to the model
+    screen, _ = await drive_repl(registry, requests, model, "joke please\ry\ry\r", policy)
+    assert "A server asks the model:" in screen and "tell a joke" in screen
+    tool_result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+    assert "sampled by the scripted model" in tool_result
+    llm.assert_complete()
