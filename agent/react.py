@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,7 +55,17 @@ TERMINATE_TOOL: dict[str, Any] = {
         },
     },
 }
-AGENT_TOOL_NAMES = frozenset({TERMINATE})
+# Names only the agent may use: servers' tools are renamed around them (read_resource is
+# offered by agent.catalog when servers publish resources).
+AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource"})
+
+
+@dataclass(frozen=True)
+class AgentTool:
+    """A tool the agent itself offers, next to the servers' tools."""
+
+    schema: dict[str, Any]
+    run: Callable[[dict[str, Any]], Awaitable[Observation]]
 
 
 class ToolBox(Protocol):
@@ -107,8 +117,10 @@ class Agent:
         context_window: int = 128_000,
         reserve_tokens: int = 4096,
         approval: ApprovalPolicy | None = None,
+        agent_tools: dict[str, AgentTool] | None = None,
     ) -> None:
         self.model = model
+        self.agent_tools = agent_tools or {}
         self.tools = tools
         self.memory = memory
         self.max_steps = max_steps
@@ -222,7 +234,8 @@ class Agent:
         source = self.tools.openai_tools()
         if source is not self._tools_source:
             self._tools_source = source
-            self._tools_cache = [*source, TERMINATE_TOOL]
+            own = [tool.schema for tool in self.agent_tools.values()]
+            self._tools_cache = [*source, *own, TERMINATE_TOOL]
             self._tools_tokens = len(json.dumps(self._tools_cache)) // 4
         return self._tools_cache, self._tools_tokens
 
@@ -231,7 +244,7 @@ class Agent:
         for tc in tool_calls:
             spec = self.tools.tools.get(tc.name)
             arguments, problem = _parse_arguments(tc.arguments)
-            if spec is None and tc.name not in AGENT_TOOL_NAMES:
+            if spec is None and tc.name != TERMINATE and tc.name not in self.agent_tools:
                 problem = f"unknown tool '{tc.name}'. Use one of the tools you were given."
             calls.append(_Call(tc.id, tc.name, arguments, spec, problem))
         return calls
@@ -278,7 +291,8 @@ class Agent:
         if call.spec is not None:
             server, tool = call.spec.server, call.spec.name
         else:  # the agent's own tool, or a name no server has ("" = no server)
-            server, tool = ("agent" if call.name in AGENT_TOOL_NAMES else ""), call.name
+            own = call.name == TERMINATE or call.name in self.agent_tools
+            server, tool = ("agent" if own else ""), call.name
         async with send:
             await send.send(ToolCallStarted(call.id, call.name, server, tool, call.arguments))
             started = time.perf_counter()
@@ -288,6 +302,8 @@ class Agent:
 
             if refusal is not None:
                 observation = error_observation(None, refusal)
+            elif call.name in self.agent_tools:
+                observation = await self.agent_tools[call.name].run(call.arguments)
             elif call.spec is None:
                 observation = Observation(text="Finishing.")
             else:

@@ -19,12 +19,13 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from agent.approval import ApprovalPolicy, AskFn
+from agent.catalog import READ_RESOURCE, Catalog
 from agent.config import Settings
 from agent.errors import ConfigError
 from agent.events import Event, RunFinished, ToolCallFinished, ToolCallStarted, Usage
 from agent.llm import OpenAIModel
 from agent.memory import Memory
-from agent.react import AGENT_TOOL_NAMES, Agent
+from agent.react import AGENT_TOOL_NAMES, Agent, AgentTool
 from agent.server_requests import ServerRequests
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
@@ -97,6 +98,7 @@ def build_agent(
     model: OpenAIModel,
     ask: AskFn | None,
     session: Loaded,
+    catalog: Catalog | None = None,
 ) -> Agent:
     mode: Literal["ask", "yes"] = "yes" if settings.ui.approval == "yes" else "ask"
     memory = Memory.with_instructions(settings.agent.system_prompt, registry.instructions())
@@ -112,7 +114,28 @@ def build_agent(
         context_window=settings.llm.context_window,
         reserve_tokens=settings.llm.max_tokens or 4096,
         approval=ApprovalPolicy(mode=mode, ask=ask),
+        agent_tools=agent_tools(catalog),
     )
+
+
+def agent_tools(catalog: Catalog | None) -> dict[str, AgentTool]:
+    """The agent's own tools besides terminate: read_resource when servers publish any."""
+    if catalog is None or not catalog.has_resources:
+        return {}
+    return {READ_RESOURCE: AgentTool(catalog.read_resource_schema(), catalog.read_resource_tool)}
+
+
+async def open_catalog(registry: ToolRegistry, stderr: Console) -> Catalog:
+    catalog = Catalog(registry)
+    await catalog.refresh()
+    for server, error in catalog.errors.items():
+        stderr.print(
+            f"warning: server '{server}': listing resources/prompts failed: {error}",
+            markup=False,
+            highlight=False,
+            style="yellow",
+        )
+    return catalog
 
 
 @dataclass
@@ -179,7 +202,11 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
             model, settings.workspace, auto_approve=settings.ui.approval == "yes"
         )
         async with connected(settings, stderr, requests) as registry:
-            agent = build_agent(settings, registry, model, None, session)
+            catalog = await open_catalog(registry, stderr)
+            request, problems = await catalog.expand_refs(request)
+            for problem in problems:
+                stderr.print(f"warning: {problem}", markup=False, highlight=False, style="yellow")
+            agent = build_agent(settings, registry, model, None, session, catalog)
             async for event in agent.run(request):
                 record.add(event)
                 renderer.handle(event)

@@ -149,6 +149,17 @@ class MCPServerConnection(ToolServer):
     async def list_prompts(self) -> list[types.Prompt]:
         return list((await self._session().list_prompts()).prompts)
 
+    async def list_resource_templates(self) -> list[types.ResourceTemplate]:
+        return list((await self._session().list_resource_templates()).resource_templates)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+        return await self._session().get_prompt(name, arguments)
+
+    def supports(self, feature: str) -> bool:
+        """Whether the server declared `feature` ("resources", "prompts") at initialize."""
+        caps = self._client.server_capabilities if self._client is not None else None
+        return caps is not None and getattr(caps, feature, None) is not None
+
 
 def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import difflib
 import json
+import shlex
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.approval import ApprovalRequest, Decision
+from agent.catalog import Catalog
 from agent.config import Settings
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
@@ -118,8 +120,10 @@ class Repl:
         settings: Settings,
         renderer: EventRenderer,
         transcript: Transcript | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         self.transcript = transcript
+        self.catalog = catalog or Catalog(registry)
         self.console = console
         self.session = session
         self.agent = agent
@@ -132,6 +136,9 @@ class Repl:
             ("help", "show the commands", self._help),
             ("tools", "list tools: /tools [server]", self._tools),
             ("servers", "server status table", self._servers),
+            ("resources", "list resources and templates: /resources [server]", self._resources),
+            ("prompts", "list prompts: /prompts [server]", self._prompts),
+            ("prompt", "run a prompt: /prompt NAME key=value ... (or /NAME)", self._prompt),
             ("model", "show or set the model: /model [name]", self._model),
             ("clear", "forget the conversation", self._clear),
             ("history", "show the conversation so far", self._history),
@@ -145,11 +152,15 @@ class Repl:
 
     def argument_words(self, command: str) -> list[str]:
         """Completions for a command's argument (prompt names for /prompt)."""
+        if command == "prompt":
+            return [p.name for _, p in self.catalog.prompts]
+        if command in ("resources", "prompts"):
+            return list(self.registry.servers)
         return []
 
     def resource_refs(self) -> list[str]:
         """`server:uri` of every known resource, for `@` completion."""
-        return []
+        return self.catalog.refs()
 
     # -- main loop ---------------------------------------------------------------------
 
@@ -181,6 +192,9 @@ class Repl:
         """Run a slash command; True means leave the REPL."""
         name, _, arg = line[1:].partition(" ")
         command = self.commands.get(name)
+        if command is None and isinstance(self.catalog.find_prompt(name), tuple):
+            await self._prompt(line[1:])  # `/NAME args` for an unambiguous prompt
+            return False
         if command is None:
             close = difflib.get_close_matches(name, list(self.commands), n=1)
             hint = f" — did you mean /{close[0]}?" if close else " — try /help"
@@ -191,6 +205,9 @@ class Repl:
     async def run_turn(self, request: str) -> None:
         """One request; Ctrl-C cancels it and returns to the prompt."""
         with anyio.CancelScope() as scope, self._sigint_cancels(scope):
+            request, problems = await self.catalog.expand_refs(request)
+            for problem in problems:
+                self.console.print(Text(problem, style="yellow"))
             async with contextlib.aclosing(self.agent.run(request)) as events:
                 async for event in events:
                     self.renderer.handle(event)
@@ -368,6 +385,86 @@ class Repl:
             )
         self.console.print(table)
 
+    async def _resources(self, arg: str) -> None:
+        await self.catalog.refresh()
+        table = Table("server", "uri", "name", "type", box=None)
+        for server, resource in self.catalog.resources:
+            if not arg or server == arg:
+                mime = resource.mime_type or ""
+                table.add_row(
+                    Text(server), Text(str(resource.uri)), Text(resource.name), Text(mime)
+                )
+        for server, template in self.catalog.templates:
+            if not arg or server == arg:
+                name = f"{template.name} (template)"
+                table.add_row(Text(server), Text(template.uri_template), Text(name), Text(""))
+        if table.row_count:
+            self.console.print(table)
+            self.console.print(Text("attach one to a request with @server:uri", style="dim"))
+        else:
+            self.console.print(Text("no resources", style="dim"))
+
+    async def _prompts(self, arg: str) -> None:
+        await self.catalog.refresh()
+        table = Table("server", "prompt", "arguments", "description", box=None)
+        for server, prompt in self.catalog.prompts:
+            if arg and server != arg:
+                continue
+            args = " ".join(f"{a.name}{'' if a.required else '?'}" for a in prompt.arguments or [])
+            desc = (prompt.description or "").strip().splitlines()
+            table.add_row(
+                Text(server), Text(prompt.name), Text(args), Text(desc[0] if desc else "")
+            )
+        if table.row_count:
+            self.console.print(table)
+        else:
+            self.console.print(Text("no prompts", style="dim"))
+
+    async def _prompt(self, arg: str) -> None:
+        """Fetch an MCP prompt (asking for missing required arguments) and run it as a turn."""
+        name, _, rest = arg.partition(" ")
+        if not name:
+            self.console.print(Text("usage: /prompt NAME key=value ...", style="yellow"))
+            return
+        if not self.catalog.prompts:
+            await self.catalog.refresh()
+        found = self.catalog.find_prompt(name)
+        if isinstance(found, str):
+            self.console.print(Text(found, style="yellow"))
+            return
+        server, prompt = found
+        try:
+            arguments = dict(_key_values(rest))
+        except ValueError as exc:
+            self.console.print(Text(str(exc), style="yellow"))
+            return
+        for spec in prompt.arguments or []:
+            if spec.required and not arguments.get(spec.name):
+                hint = f" ({spec.description})" if spec.description else ""
+                value = await self.question(f"{spec.name}{hint}: ")
+                if not value:
+                    self.console.print(Text("prompt cancelled", style="dim"))
+                    return
+                arguments[spec.name] = value
+        try:
+            messages = await self.catalog.get_prompt(server, prompt.name, arguments)
+        except LookupError as exc:
+            self.console.print(Text(str(exc), style="red"))
+            return
+        if not messages:
+            self.console.print(Text("the prompt has no messages", style="yellow"))
+            return
+        *earlier, (role, last) = messages
+        for earlier_role, text in earlier:  # context before the request itself
+            if earlier_role == "assistant":
+                self.agent.memory.add_assistant(text)
+            else:
+                self.agent.memory.add_user(text)
+        if role == "assistant":
+            self.agent.memory.add_assistant(last)
+            last = "Continue."
+        await self.run_turn(last)
+
     async def _model(self, arg: str) -> None:
         if arg:
             self.agent.model.model = arg
@@ -439,6 +536,15 @@ def prompt_session(history: History, **io: Any) -> PromptSession[str]:
 _CANCEL, _SKIP = object(), object()
 
 
+def _key_values(text: str) -> Iterator[tuple[str, str]]:
+    """`key=value` pairs; values may be quoted to hold spaces."""
+    for token in shlex.split(text):
+        key, eq, value = token.partition("=")
+        if not eq or not key:
+            raise ValueError(f"'{token}' is not key=value")
+        yield key, value
+
+
 def _choices(schema: dict[str, Any]) -> list[str]:
     """Allowed values of an enum field: `enum`, or the consts of `oneOf` / `anyOf`."""
     if "enum" in schema:
@@ -486,7 +592,14 @@ def history_file(settings: Settings) -> Path:
 
 async def _repl(settings: Settings, resume: str | None) -> int:
     from agent.server_requests import ServerRequests
-    from agent.session import build_agent, connected, make_model, open_transcript, verbosity
+    from agent.session import (
+        build_agent,
+        connected,
+        make_model,
+        open_catalog,
+        open_transcript,
+        verbosity,
+    )
 
     console = Console()
     model = make_model(settings)
@@ -507,8 +620,11 @@ async def _repl(settings: Settings, resume: str | None) -> int:
             async def ask(request: ApprovalRequest) -> Decision:
                 return await holder[0].ask(request)
 
-            agent = build_agent(settings, registry, model, ask, loaded)
-            repl = Repl(console, session, agent, registry, settings, renderer, loaded.transcript)
+            catalog = await open_catalog(registry, Console(stderr=True))
+            agent = build_agent(settings, registry, model, ask, loaded, catalog)
+            repl = Repl(
+                console, session, agent, registry, settings, renderer, loaded.transcript, catalog
+            )
             holder.append(repl)
             requests.ui = repl
             session.completer = ReplCompleter(repl)

@@ -1,5 +1,6 @@
-"""Requests from servers, against real server-everything: sampling answered by the scripted
-model, elicitation answered in the (headless) REPL or declined without one, roots, progress.
+"""The whole MCP client against real server-everything: sampling answered by the scripted
+model, elicitation answered in the (headless) REPL or declined without one, roots, progress,
+resources (/resources, `@server:uri`, the model's read_resource) and prompts.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from agent.approval import ApprovalPolicy
+from agent.catalog import Catalog
 from agent.config import ServerConfig, Settings
 from agent.events import ToolProgress
 from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import Agent
 from agent.server_requests import ServerRequests
+from agent.session import agent_tools
 from agent.tools.registry import ToolRegistry
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl, prompt_session
@@ -122,7 +125,10 @@ async def drive_repl(
         session = prompt_session(InMemoryHistory(), input=pipe, output=DummyOutput())
         agent = Agent(model, registry, Memory(), approval=approval or ApprovalPolicy(mode="yes"))
         renderer = EventRenderer(console, stream_answer=True)
-        repl = Repl(console, session, agent, registry, Settings(), renderer)
+        catalog = Catalog(registry)
+        await catalog.refresh()
+        agent.agent_tools = agent_tools(catalog)
+        repl = Repl(console, session, agent, registry, Settings(), renderer, catalog=catalog)
         requests.ui = repl
         agent.approval.ask = repl.ask
         pipe.send_text(keys + "/exit\r")
@@ -195,3 +201,72 @@ async def test_sampling_is_shown_and_approved_in_the_repl(
     tool_result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
     assert "sampled by the scripted model" in tool_result
     llm.assert_complete()
+
+
+STATIC_DOC = "demo://resource/static/document/architecture.md"
+
+
+async def test_resources_are_listed_and_attached_with_at_references(
+    registry: ToolRegistry, requests: ServerRequests
+) -> None:
+    model = FakeModel([answer("read it")])
+    screen, repl = await drive_repl(
+        registry, requests, model, f"/resources\rsummarise @main:{STATIC_DOC} please\r"
+    )
+    assert STATIC_DOC in screen and "(template)" in screen
+    assert "attach one to a request with @server:uri" in screen
+    request = model.requests[0][-1]["content"]
+    assert request.startswith(f"summarise @main:{STATIC_DOC} please\n\n")
+    assert "untrusted data" in request and "# " in request  # the document's markdown, marked
+    assert f"main:{STATIC_DOC}" in repl.resource_refs()
+
+
+async def test_a_bad_reference_is_reported_and_the_request_still_runs(
+    registry: ToolRegistry, requests: ServerRequests
+) -> None:
+    model = FakeModel([answer("ok")])
+    screen, _ = await drive_repl(registry, requests, model, "see @main:demo://nope\r")
+    assert "cannot read demo://nope from 'main'" in screen
+    assert model.requests[0][-1]["content"] == "see @main:demo://nope"
+
+
+async def test_the_model_reads_resources_through_the_agents_tool(
+    registry: ToolRegistry, requests: ServerRequests
+) -> None:
+    model = FakeModel(
+        [
+            calls(("read_resource", {"server": "main", "uri": STATIC_DOC})),
+            calls(("read_resource", {"server": "nope", "uri": STATIC_DOC})),
+            answer("done"),
+        ]
+    )
+    await drive_repl(registry, requests, model, "read the architecture doc\r")
+    offered = {t["function"]["name"] for t in model.tools_seen[0]}
+    assert "read_resource" in offered and "main__echo" in offered
+    first, second = [
+        [m for m in request if m["role"] == "tool"][-1]["content"] for request in model.requests[1:]
+    ]
+    assert "untrusted data" in first and "#" in first
+    assert "no MCP server named 'nope'" in second
+
+
+async def test_prompts_are_listed_and_run_as_the_next_turn(
+    registry: ToolRegistry, requests: ServerRequests
+) -> None:
+    model = FakeModel([answer("weather given"), answer("simple done")])
+    keys = "/prompts\r/prompt args-prompt\rParis\r/simple-prompt\r"
+    screen, _ = await drive_repl(registry, requests, model, keys)
+    assert "args-prompt" in screen and "city state?" in screen  # required and optional args
+    first = model.requests[0][-1]
+    assert first["role"] == "user" and "Paris" in first["content"]  # asked for, then sent
+    assert model.requests[1][-1]["role"] == "user"
+    model.assert_complete()
+
+
+async def test_prompt_arguments_on_the_command_line(
+    registry: ToolRegistry, requests: ServerRequests
+) -> None:
+    model = FakeModel([answer("ok")])
+    await drive_repl(registry, requests, model, '/prompt args-prompt city="New York" state=NY\r')
+    assert "New York" in model.requests[0][-1]["content"]
+    assert "NY" in model.requests[0][-1]["content"]

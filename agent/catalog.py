@@ -1,0 +1,207 @@
+"""Resources and prompts of the connected MCP servers: listed on demand, read, expanded.
+
+Tools are the registry's business (the model needs them every step); resources and prompts
+are asked for by people (/resources, /prompts, `@server:uri`) or by the model through the
+agent's `read_resource` tool, so they are listed when asked, not kept live.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp import MCPError
+
+from agent.tools.base import describe_exception
+from agent.tools.mcp import MCPServerConnection
+from agent.tools.registry import ToolRegistry
+from agent.tools.results import Observation, error_observation, untrusted_marker
+
+READ_RESOURCE = "read_resource"
+REF_PATTERN = re.compile(r"(?<!\S)@([A-Za-z0-9_.-]+):(\S+)")
+MAX_RESOURCE_CHARS = 100_000
+
+
+def untrusted(server: str, text: str) -> str:
+    """Server-published text for the model, under the same marker as tool output."""
+    return f"{untrusted_marker(server)}\n{text}"
+
+
+@dataclass
+class Catalog:
+    registry: ToolRegistry
+    resources: list[tuple[str, types.Resource]] = field(default_factory=list)
+    templates: list[tuple[str, types.ResourceTemplate]] = field(default_factory=list)
+    prompts: list[tuple[str, types.Prompt]] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def _servers(self, feature: str) -> list[MCPServerConnection]:
+        return [
+            s
+            for s in self.registry.servers.values()
+            if isinstance(s, MCPServerConnection)
+            and s.status.state == "ready"
+            and s.supports(feature)
+        ]
+
+    async def refresh(self) -> None:
+        """List resources, templates and prompts of every server that offers them, at once."""
+        resources: list[tuple[str, types.Resource]] = []
+        templates: list[tuple[str, types.ResourceTemplate]] = []
+        prompts: list[tuple[str, types.Prompt]] = []
+        self.errors = {}
+
+        async def list_resources(server: MCPServerConnection) -> None:
+            try:
+                resources.extend((server.name, r) for r in await server.list_resources())
+                templates.extend((server.name, t) for t in await server.list_resource_templates())
+            except (MCPError, OSError, TimeoutError) as exc:
+                self.errors[server.name] = describe_exception(exc)
+
+        async def list_prompts(server: MCPServerConnection) -> None:
+            try:
+                prompts.extend((server.name, p) for p in await server.list_prompts())
+            except (MCPError, OSError, TimeoutError) as exc:
+                self.errors[server.name] = describe_exception(exc)
+
+        with anyio.move_on_after(30):
+            async with anyio.create_task_group() as tg:
+                for server in self._servers("resources"):
+                    tg.start_soon(list_resources, server)
+                for server in self._servers("prompts"):
+                    tg.start_soon(list_prompts, server)
+        self.resources, self.templates, self.prompts = resources, templates, prompts
+
+    @property
+    def has_resources(self) -> bool:
+        return bool(self.resources or self.templates)
+
+    def refs(self) -> list[str]:
+        """`server:uri` of every listed resource, for completion."""
+        return [f"{server}:{r.uri}" for server, r in self.resources]
+
+    # -- resources -----------------------------------------------------------------------
+
+    async def read(self, server_name: str, uri: str) -> str:
+        """The text of a resource (blobs described, not dumped); raises LookupError."""
+        server = self.registry.servers.get(server_name)
+        if not isinstance(server, MCPServerConnection):
+            known = ", ".join(s.name for s in self._servers("resources")) or "none"
+            raise LookupError(
+                f"no MCP server named '{server_name}' (servers with resources: {known})"
+            )
+        try:
+            with anyio.fail_after(server.config.tool_timeout or 60):
+                result = await server.read_resource(uri)
+        except MCPError as exc:
+            raise LookupError(f"cannot read {uri} from '{server_name}': {exc}") from None
+        except TimeoutError:
+            raise LookupError(f"reading {uri} from '{server_name}' timed out") from None
+        parts: list[str] = []
+        for content in result.contents:
+            if isinstance(content, types.TextResourceContents):
+                parts.append(content.text)
+            else:
+                size = len(content.blob) * 3 // 4
+                parts.append(f"[binary {content.mime_type or 'data'}, about {size} bytes]")
+        text = "\n".join(parts)
+        if len(text) > MAX_RESOURCE_CHARS:
+            cut = len(text) - MAX_RESOURCE_CHARS
+            text = f"{text[:MAX_RESOURCE_CHARS]}\n[… {cut} more characters cut]"
+        return text
+
+    async def expand_refs(self, request: str) -> tuple[str, list[str]]:
+        """Attach every `@server:uri` the request mentions; returns (text, problems)."""
+        attachments: list[str] = []
+        problems: list[str] = []
+        seen: set[tuple[str, str]] = set()
+        for match in REF_PATTERN.finditer(request):
+            server, uri = match.group(1), match.group(2).rstrip(".,;!?)")
+            if server not in self.registry.servers or (server, uri) in seen:
+                continue  # an e-mail address or a handle, not a reference
+            seen.add((server, uri))
+            try:
+                text = await self.read(server, uri)
+            except LookupError as exc:
+                problems.append(str(exc))
+                continue
+            attachments.append(untrusted(server, f"resource {uri}:\n{text}"))
+        if not attachments:
+            return request, problems
+        return request + "\n\n" + "\n\n".join(attachments), problems
+
+    async def read_resource_tool(self, arguments: dict[str, Any]) -> Observation:
+        """The agent's `read_resource` tool: the model reads what servers publish."""
+        server, uri = str(arguments.get("server", "")), str(arguments.get("uri", ""))
+        if not server or not uri:
+            return error_observation(None, "read_resource needs both 'server' and 'uri'")
+        try:
+            text = await self.read(server, uri)
+        except LookupError as exc:
+            return error_observation(server if server in self.registry.servers else None, str(exc))
+        return Observation(untrusted(server, text))
+
+    def read_resource_schema(self) -> dict[str, Any]:
+        listed = ", ".join(f"{s}:{r.uri}" for s, r in self.resources[:20])
+        return {
+            "type": "function",
+            "function": {
+                "name": READ_RESOURCE,
+                "description": "Read a resource an MCP server publishes (documents, files, data). "
+                + (f"Known resources (server:uri): {listed}." if listed else ""),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "server": {"type": "string", "description": "The server's name."},
+                        "uri": {"type": "string", "description": "The resource URI."},
+                    },
+                    "required": ["server", "uri"],
+                },
+            },
+        }
+
+    # -- prompts -------------------------------------------------------------------------
+
+    def find_prompt(self, name: str) -> tuple[str, types.Prompt] | str:
+        """The prompt named `name` or `server:name`, or a message saying what is wrong."""
+        server, _, bare = name.rpartition(":")
+        found = [(s, p) for s, p in self.prompts if p.name == bare and (not server or s == server)]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            close = ", ".join(p.name for _, p in self.prompts[:20]) or "none"
+            return f"no prompt named '{name}' (prompts: {close})"
+        servers = ", ".join(f"{s}:{bare}" for s, _ in found)
+        return f"'{name}' is offered by several servers; use one of {servers}"
+
+    async def get_prompt(
+        self, server_name: str, name: str, arguments: dict[str, str]
+    ) -> list[tuple[str, str]]:
+        """The prompt's messages as (role, text); raises LookupError with the server's reason."""
+        server = self.registry.servers[server_name]
+        assert isinstance(server, MCPServerConnection)
+        try:
+            with anyio.fail_after(server.config.tool_timeout or 60):
+                result = await server.get_prompt(name, arguments)
+        except MCPError as exc:
+            raise LookupError(f"prompt '{name}' failed: {exc}") from None
+        except TimeoutError:
+            raise LookupError(f"prompt '{name}' timed out") from None
+        messages: list[tuple[str, str]] = []
+        for message in result.messages:
+            content = message.content
+            if isinstance(content, types.TextContent):
+                text = content.text
+            elif isinstance(content, types.EmbeddedResource) and isinstance(
+                content.resource, types.TextResourceContents
+            ):
+                text = untrusted(
+                    server_name, f"resource {content.resource.uri}:\n{content.resource.text}"
+                )
+            else:
+                text = f"[{content.type} content from '{server_name}' omitted]"
+            messages.append((message.role, text))
+        return messages
