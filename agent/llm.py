@@ -133,6 +133,12 @@ class ToolCallAccumulator:
         )
 
 
+def warm_model_imports() -> None:
+    """Import the HTTP client stack ahead of the first request (safe to run in a thread)."""
+    import httpx2  # noqa: F401
+    import openai  # noqa: F401
+
+
 class OpenAIModel:
     """A Chat Completions endpoint, streamed or not, with honest retries."""
 
