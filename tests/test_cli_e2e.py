@@ -201,3 +201,19 @@ def test_piped_stdin_is_one_request(tmp_path: Path) -> None:
         "role": "user",
         "content": "summarise this\nplease",
     }
+
+
+def test_resource_reference_in_a_single_shot_request(
+    tmp_path: Path, everything_http_url: str
+) -> None:
+    doc = "demo://resource/static/document/architecture.md"
+    with ScriptedLLM(text("summarised")) as llm:
+        proc = run_cli(
+            ["-c", "http", "--server-url", everything_http_url, "-p", f"summarise @main:{doc}"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+    assert proc.returncode == 0, proc.stderr
+    sent = llm.requests[0]["messages"][-1]["content"]
+    assert sent.startswith(f"summarise @main:{doc}\n\n") and "untrusted data" in sent
+    assert "read_resource" in {t["function"]["name"] for t in llm.requests[0]["tools"]}

@@ -25,13 +25,13 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux
 PROMPT = r"\n›[ ]?(?=\n|$)"  # an empty prompt line (tmux trims trailing spaces)
 
 
-def agent_env(base_url: str, state_dir: Path) -> dict[str, str]:
+def agent_env(base_url: str, state_dir: Path, term: str = "xterm-256color") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
     env.update(
         OPENAI_BASE_URL=base_url,
         OPENAI_API_KEY="sk-terminal-test",
         MCP_AGENT_STATE_DIR=str(state_dir),
-        TERM="xterm-256color",
+        TERM=term,
         NO_COLOR="1",
     )
     env.pop("PYTEST_CURRENT_TEST", None)
@@ -56,21 +56,31 @@ def terminals(tmp_path: Path) -> Iterator[list[Terminal]]:
 
 
 def start(
-    terminals: list[Terminal], llm: ScriptedLLM, workspace: Path, name: str, *args: str
+    terminals: list[Terminal],
+    llm: ScriptedLLM,
+    workspace: Path,
+    name: str,
+    *args: str,
+    term: str = "xterm-256color",
+    ready: str = r"tools from 1 server",
 ) -> Terminal:
     terminal = Terminal(
         [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
         cwd=workspace,
-        env=agent_env(llm.base_url, workspace.parent / "state"),
+        env=agent_env(llm.base_url, workspace.parent / "state", term),
         log=workspace.parent / f"{name}.screen.txt",
     )
     terminals.append(terminal)
-    terminal.wait_for(r"tools from 1 server")
-    terminal.wait_for(PROMPT)
+    terminal.wait_for(ready)
+    if ready != PROMPT:
+        terminal.wait_for(PROMPT)
     return terminal
 
 
-def test_a_session_at_the_terminal(workspace: Path, terminals: list[Terminal]) -> None:
+@pytest.mark.parametrize("term_type", ["xterm-256color", "dumb"])
+def test_a_session_at_the_terminal(
+    workspace: Path, terminals: list[Terminal], term_type: str
+) -> None:
     script = [
         tool_calls(("local__read_file", {"path": "notes.txt"})),
         text("The code is **4711**."),
@@ -80,7 +90,7 @@ def test_a_session_at_the_terminal(workspace: Path, terminals: list[Terminal]) -
         text("still here"),
     ]
     with ScriptedLLM(*script) as llm:
-        term = start(terminals, llm, workspace, "session")
+        term = start(terminals, llm, workspace, f"session-{term_type}", term=term_type)
 
         term.type("/tools")
         term.wait_for(r"local__write_file\s+Write a file\s+destructive")
@@ -153,3 +163,19 @@ def _child_pid(pid: int) -> int:
     """The one child of the pane's shell (the agent), found through /proc."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return int(children[0]) if children else pid
+
+
+def test_single_shot_on_a_terminal_renders_markdown(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedLLM(text("# Launch\n\nThe code is **4711**.")) as llm:
+        terminal = Terminal(
+            [sys.executable, str(REPO_ROOT / "run_mcp.py"), "-p", "code?"],
+            cwd=workspace,
+            env=agent_env(llm.base_url, workspace.parent / "state"),
+            log=workspace.parent / "single-shot.screen.txt",
+        )
+        terminals.append(terminal)
+        assert terminal.exit_code() == 0
+    screen = terminal.screen()
+    assert "The code is 4711." in screen and "**" not in screen and "# Launch" not in screen
