@@ -110,6 +110,9 @@ class ScriptedLLM:
     def __enter__(self) -> ScriptedLLM:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: without, each reply on a kept-alive connection
+        # waits ~40 ms for a delayed ACK (Nagle), slowing every multi-turn test.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])

@@ -1,0 +1,224 @@
+"""In-process measurements, run in a child process: `python -m bench.worker MODE ARGS_JSON`.
+
+The agent runs here (ToolRegistry + Agent wired as agent/session.py does) while the scripted
+model runs in the parent, so model time and agent time never share a GIL. Prints one JSON
+object on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.session import ClientSession
+from rich.console import Console
+
+from agent.config import ServerConfig, Settings, build_settings
+from agent.react import AGENT_TOOL_NAMES
+from agent.session import build_agent, make_model, open_transcript
+from agent.tools.registry import ToolRegistry
+
+SETTLE_SECONDS = 0.6  # server-everything's list_changed burst -> one debounced re-list (0.25 s)
+RAW_WARMUP = 20
+METHODS: Counter[str] = Counter()
+
+
+def _count_requests() -> None:
+    """Count every request the MCP client sends, by method, to catch per-step re-listing."""
+    original = ClientSession.send_request
+
+    async def counting(self: ClientSession, request: Any, *args: Any, **kwargs: Any) -> Any:
+        METHODS[str(getattr(request, "method", "?"))] += 1
+        return await original(self, request, *args, **kwargs)
+
+    ClientSession.send_request = counting  # type: ignore[method-assign]
+
+
+def _stdio(command: str, args: list[str], env: dict[str, str] | None = None) -> Any:
+    """A stdio transport with the server's stderr discarded."""
+    params = StdioServerParameters(command=command, args=args, env=env)
+    return stdio_client(params, errlog=open(os.devnull, "w"))  # noqa: SIM115 - lives with the client
+
+
+# --------------------------------------------------------------------------- server start
+
+
+async def server_start(a: dict[str, Any]) -> dict[str, Any]:
+    """Connect + list_tools of the bundled server with the bare SDK (legacy), N times."""
+    args = ["-m", "agent.server", "--root", a["root"]]
+    env = {"PYTHONPATH": a["repo"]}
+    seconds: list[float] = []
+    for _ in range(a["n"]):
+        started = time.perf_counter()
+        async with Client(_stdio(sys.executable, args, env), mode="legacy") as client:
+            await client.list_tools()
+            seconds.append(time.perf_counter() - started)
+    return {"seconds": seconds}
+
+
+# --------------------------------------------------------------------------- per step
+
+
+async def raw_round_trips(command: str, args: list[str], calls: int) -> list[float]:
+    """The baseline: bare SDK call_tool('get-sum') round trips over stdio, in seconds."""
+    async with Client(_stdio(command, args), mode="legacy") as client:
+        await client.list_tools()
+        for i in range(RAW_WARMUP):
+            await client.call_tool("get-sum", {"a": i, "b": 1})
+        seconds: list[float] = []
+        for i in range(calls):
+            started = time.perf_counter()
+            await client.call_tool("get-sum", {"a": i, "b": 2})
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def _steps_settings(a: dict[str, Any]) -> Settings:
+    environ = {
+        "OPENAI_BASE_URL": a["base_url"],
+        "OPENAI_API_KEY": "x",
+        "MCP_AGENT_STATE_DIR": str(Path(a["root"]) / "state"),
+    }
+    server = ServerConfig(name="main", type="stdio", command=a["command"], args=tuple(a["args"]))
+    return build_settings(
+        config_path=None,
+        mcp_config_path=None,
+        cli_server=server,
+        environ=environ,
+        flags={"ui": {"approval": "yes"}, "agent": {"max_steps": a["rounds"] + 2}},
+        workspace=Path(a["root"]),
+    )
+
+
+async def _timed_run(settings: Settings, registry: ToolRegistry, model: Any, text: str) -> float:
+    """One request through a fresh Agent (with its transcript, as the CLI has); wall seconds."""
+    session = open_transcript(settings, None, Console(stderr=True))
+    agent = build_agent(settings, registry, model, None, session, None)
+    status = None
+    try:
+        started = time.perf_counter()
+        async for event in agent.run(text):
+            status = getattr(event, "status", status)
+        elapsed = time.perf_counter() - started
+    finally:
+        session.transcript.close()
+    if status != "answered":
+        raise RuntimeError(f"the {text!r} run ended with status {status!r}")
+    return elapsed
+
+
+async def steps(a: dict[str, Any]) -> dict[str, Any]:
+    """Raw round trips, then a warm-up run, a 0-tool run and the N-round run of the agent."""
+    raw = await raw_round_trips(a["command"], a["args"], a["raw_calls"])
+    _count_requests()
+    settings = _steps_settings(a)
+    model = make_model(settings)
+    counts: dict[str, dict[str, int]] = {}
+    try:
+        async with ToolRegistry(settings, reserved_names=AGENT_TOOL_NAMES) as registry:
+            failures = await registry.connect_all()
+            if failures:
+                raise RuntimeError(f"connect failed: {failures}")
+            counts["connect"] = dict(METHODS)
+            await anyio.sleep(SETTLE_SECONDS)
+            counts["settled"] = dict(METHODS)
+            await _timed_run(settings, registry, model, "warm up")
+            before = dict(METHODS)
+            zero = await _timed_run(settings, registry, model, "hi")
+            rounds = await _timed_run(settings, registry, model, "add numbers")
+            counts["run"] = {k: v - before.get(k, 0) for k, v in METHODS.items()}
+    finally:
+        await model.aclose()
+    return {"raw_seconds": raw, "zero_seconds": zero, "rounds_seconds": rounds, "counts": counts}
+
+
+# --------------------------------------------------------------------------- fan-out
+
+
+async def _connect_seconds(settings: Settings) -> float:
+    async with ToolRegistry(settings) as registry:
+        started = time.perf_counter()
+        failures = await registry.connect_all()
+        elapsed = time.perf_counter() - started
+    if failures:
+        raise RuntimeError(f"connect failed: {failures}")
+    return elapsed
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def fanout(a: dict[str, Any]) -> dict[str, Any]:
+    """Each server alone (after one untimed warm-up), then all at once via connect_all."""
+    environ = {"MCP_AGENT_STATE_DIR": str(Path(a["root"]) / "state")}
+    settings = build_settings(
+        config_path=None,
+        mcp_config_path=Path(a["mcp_config"]),
+        cli_server=None,
+        environ=environ,
+        workspace=Path(a["root"]),
+    )
+    one = settings.servers[:1]
+    await _connect_seconds(settings.model_copy(update={"servers": one}))
+    singles = [
+        await _connect_seconds(settings.model_copy(update={"servers": (server,)}))
+        for server in settings.servers
+    ]
+    cpu_before = _children_cpu()
+    together = await _connect_seconds(settings)
+    return {
+        "single_seconds": singles,
+        "all_seconds": together,
+        "all_children_cpu_seconds": _children_cpu() - cpu_before,
+        "servers": len(settings.servers),
+    }
+
+
+MODES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "server_start": server_start,
+    "steps": steps,
+    "fanout": fanout,
+}
+
+
+def run_worker(mode: str, args: dict[str, Any], *, cwd: Path, timeout: float) -> dict[str, Any]:
+    """Run one mode in a child process (parent side); raise with its stderr if it fails."""
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.worker", mode, json.dumps(args)],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        tail = proc.stderr[-3000:]
+        raise RuntimeError(f"bench worker {mode} failed ({proc.returncode}):\n{tail}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> int:
+    mode, raw = sys.argv[1], sys.argv[2]
+    result = anyio.run(MODES[mode], json.loads(raw))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""`python bench/run.py --smoke` runs end to end and reports every measurement as numbers.
+
+A benchmark is not a test of its targets: this only guards against the bench rotting (a
+crashed measurement exits non-zero). Everything it starts lives in temp dirs on free ports
+and is stopped by the bench itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.servers import REPO_ROOT
+
+MEASUREMENTS = {
+    "startup",
+    "per_step",
+    "tools_list_per_run",
+    "per_step_cli",
+    "peak_rss",
+    "concurrency",
+    "fanout",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_bench_smoke_reports_every_measurement(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "run.py"), "--smoke", "--json", str(out)],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads(out.read_text())
+    assert results["errors"] == {}
+    assert set(results["measurements"]) == MEASUREMENTS
+    for key, row in results["measurements"].items():
+        assert isinstance(row["ours"], int | float) and math.isfinite(row["ours"]), key
+        if row["baseline"] is not None:
+            assert isinstance(row["baseline"], int | float), key
+    assert "fast_agent" in results["comparisons"]
+    assert "| measurement" in proc.stdout
