@@ -44,6 +44,17 @@ class Memory:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     messages: list[Message] = field(default_factory=list)
     sink: Callable[[Message], None] | None = None  # the transcript: sees every message added
+    # id(message) -> (message, tokens): messages are never edited once added, so each is
+    # estimated once instead of re-serialising the whole history at every step.
+    _costs: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
+
+    def cost(self, message: Message) -> int:
+        cached = self._costs.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        tokens = estimate_tokens(message)
+        self._costs[id(message)] = (message, tokens)
+        return tokens
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
@@ -74,6 +85,7 @@ class Memory:
 
     def clear(self) -> None:
         self.messages.clear()
+        self._costs.clear()
 
     def pending_call_ids(self) -> list[str]:
         """Tool calls of the last assistant message that have no result yet."""
@@ -112,7 +124,7 @@ class Memory:
 
         def take(index: int, force: bool = False) -> bool:
             nonlocal remaining
-            cost = sum(estimate_tokens(m) for m in units[index])
+            cost = sum(self.cost(m) for m in units[index])
             if not force and cost > remaining:
                 return False
             keep.add(index)
@@ -137,4 +149,4 @@ class Memory:
         return [system] + [m for i in sorted(keep) for m in units[i]]
 
     def token_estimate(self) -> int:
-        return estimate_tokens(self.system_prompt) + sum(estimate_tokens(m) for m in self.messages)
+        return estimate_tokens(self.system_prompt) + sum(self.cost(m) for m in self.messages)
