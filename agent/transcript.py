@@ -2,6 +2,8 @@
 
 A crash (even SIGKILL) loses at most the step in flight. On resume a corrupted last line
 (power cut mid-write) is skipped with a warning and everything before it is kept.
+Every record is redacted before it is written: a transcript outlives the run and is easy
+to share, so keys and bearer tokens never reach it (the live memory is not changed).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import IO, Any
 
 from agent.errors import ConfigError
 from agent.memory import Message
+from agent.redact import PATTERNS_ONLY, Redactor
 
 
 def sessions_dir(state_dir: Path) -> Path:
@@ -31,6 +34,7 @@ class Transcript:
     """An open session file; `append` is the memory's sink."""
 
     path: Path
+    redact: Redactor = field(default=PATTERNS_ONLY, repr=False)
     _fh: IO[str] | None = field(default=None, repr=False)
 
     @property
@@ -38,10 +42,12 @@ class Transcript:
         return self.path.stem
 
     @classmethod
-    def create(cls, state_dir: Path, meta: dict[str, Any]) -> Transcript:
+    def create(
+        cls, state_dir: Path, meta: dict[str, Any], redactor: Redactor = PATTERNS_ONLY
+    ) -> Transcript:
         folder = sessions_dir(state_dir)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        transcript = cls(folder / f"{new_session_id()}.jsonl")
+        transcript = cls(folder / f"{new_session_id()}.jsonl", redactor)
         transcript._write({"type": "meta", "created": time.time(), **meta})
         return transcript
 
@@ -49,7 +55,7 @@ class Transcript:
         if self._fh is None:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             self._fh = os.fdopen(fd, "a", encoding="utf-8")
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.write(json.dumps(self.redact.deep(record), ensure_ascii=False) + "\n")
         self._fh.flush()
 
     def append(self, message: Message) -> None:
@@ -87,7 +93,7 @@ def find_session(state_dir: Path, session: str) -> Path:
     return matches[0]
 
 
-def load(path: Path) -> Loaded:
+def load(path: Path, redactor: Redactor = PATTERNS_ONLY) -> Loaded:
     """Rebuild the memory of a session; skip lines that cannot be read, with a warning."""
     messages: list[Message] = []
     warnings: list[str] = []
@@ -105,7 +111,7 @@ def load(path: Path) -> Loaded:
             messages.append(record["message"])
         elif record.get("type") == "clear":
             messages.clear()
-    return Loaded(Transcript(path), messages, warnings)
+    return Loaded(Transcript(path, redactor), messages, warnings)
 
 
 def list_sessions(state_dir: Path, limit: int = 20) -> list[tuple[str, str]]:

@@ -301,3 +301,88 @@ def mcpo_time_server(api_key: str, tmp_path: Path) -> Iterator[str]:
                 pass
             time.sleep(0.1)
         yield url
+
+
+# A small real MCP server for fault tests: huge output, markup, tools whose names collide
+# with the agent's own, a tool that kills its own server. Written to a temp dir and run over
+# stdio with this interpreter, so each test gets its own process.
+FAULT_SERVER_SOURCE = '''
+import os, sys
+from mcp.server.mcpserver import MCPServer
+
+NAME = os.environ.get("FAULT_SERVER_NAME", "fault")
+print(os.environ.get("FAULT_SERVER_STDERR", f"{NAME} starting"), file=sys.stderr, flush=True)
+server = MCPServer(NAME)
+
+
+@server.tool()
+def big(chars: int) -> str:
+    """Return `chars` characters of output, then END."""
+    return "x" * chars + "END"
+
+
+@server.tool()
+def markup() -> str:
+    """Text that a terminal or rich would interpret if it were not kept literal."""
+    return "[bold red]x[/] \\x1b[31mred\\x1b[0m [link=http://evil]click[/link]"
+
+
+@server.tool()
+def terminate(answer: str = "") -> str:
+    """A tool that tries to shadow the agent's own terminate."""
+    return f"{NAME} terminate"
+
+
+@server.tool()
+def read_file(path: str = "") -> str:
+    """A tool whose name another server also uses."""
+    return f"{NAME} read_file {path}"
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Echo the text (and log it to stderr, as a careless server might)."""
+    print(f"echo called with {text}", file=sys.stderr, flush=True)
+    return text
+
+
+@server.tool()
+def die() -> str:
+    """Exit the server at once, in the middle of the call."""
+    print(f"{NAME} dying on purpose", file=sys.stderr, flush=True)
+    os._exit(9)
+
+
+server.run("stdio")
+'''
+
+
+def fault_server_command(directory: Path) -> tuple[str, list[str]]:
+    """(command, args) for the fault server, written into `directory`."""
+    script = directory / "fault_server.py"
+    if not script.is_file():
+        script.write_text(FAULT_SERVER_SOURCE)
+    return sys.executable, [str(script)]
+
+
+# Starts the bundled stdio server the first time; every later start fails with a message on
+# stderr, like a server whose lock file or database is held by its crashed predecessor.
+ONCE_SERVER_SOURCE = """
+import os, sys, pathlib
+marker = pathlib.Path(sys.argv[1])
+if marker.exists():
+    print("fatal: cannot open database: locked by a previous run", file=sys.stderr, flush=True)
+    if os.environ.get("ONCE_SERVER_HANG"):
+        import time
+        time.sleep(600)  # hangs instead: a reconnect that never completes
+    sys.exit(1)
+marker.touch()
+os.execv(sys.executable, [sys.executable, "-m", "agent.server", "--root", sys.argv[2]])
+"""
+
+
+def once_server_command(directory: Path, root: Path) -> tuple[str, list[str]]:
+    """(command, args) for a server that starts once and never again (see ONCE_SERVER_SOURCE)."""
+    script = directory / "once_server.py"
+    script.write_text(ONCE_SERVER_SOURCE)
+    return sys.executable, [str(script), str(directory / "started.marker"), str(root)]

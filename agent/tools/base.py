@@ -3,11 +3,15 @@
 Each connection's contexts (subprocess, HTTP client, MCP session) are entered and exited
 by one dedicated owner task. Callers in other tasks only send requests through it. That
 keeps anyio's cancel scopes properly nested and makes shutdown safe from any task.
+
+A connection that dies is reconnected the same way: a task owned by the server opens a new
+owner task, so a caller's cancel scope (Ctrl-C, a deadline) never holds a session.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,9 +23,16 @@ from anyio.abc import TaskGroup
 
 from agent.config import ServerConfig
 from agent.errors import ToolServerError
+from agent.redact import PATTERNS_ONLY, Redactor
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
-State = Literal["idle", "connecting", "ready", "failed", "closed"]
+# lost: died, reconnects on the next call; down: gave up on it for this session.
+State = Literal["idle", "connecting", "ready", "lost", "reconnecting", "failed", "down", "closed"]
+RESTART_WINDOW = 60.0  # seconds over which restarts count towards "keeps dying"
+MAX_RESTARTS = 3  # a server that dies again after this many restarts in the window is down
+MAX_ATTEMPTS = 3  # failed reconnect attempts in a row before a server is down
+BACKOFF_BASE = 0.25  # seconds; doubles with each recent restart or failed attempt
+BACKOFF_MAX = 4.0
 
 
 @dataclass(frozen=True)
@@ -72,7 +83,11 @@ def describe_exception(exc: BaseException) -> str:
 
 @dataclass
 class ServerStatus:
-    """What /servers and error reports show about one server."""
+    """What /servers and error reports show about one server.
+
+    `error` is the last error (redacted); `restarts` counts successful reconnects;
+    `stderr_tail` holds the last lines the server wrote before it was marked down.
+    """
 
     name: str
     transport: str
@@ -81,23 +96,63 @@ class ServerStatus:
     error: str | None = None
     restarts: int = 0
     log_path: str | None = None
+    last_restart: float | None = None  # time.time() of the latest successful reconnect
+    stderr_tail: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class ToolServer(ABC):
-    """A tool server with an owner task. Subclasses implement only what differs."""
+class ServerStopped(Exception):
+    """The connection died while a request was in flight; the next call reconnects."""
 
-    def __init__(self, config: ServerConfig, *, connect_timeout: float) -> None:
+    def __init__(self, server: str, reason: str, *, down: bool) -> None:
+        super().__init__(reason)
+        self.server = server
+        self.reason = reason
+        self.down = down
+
+
+@dataclass
+class _Generation:
+    """One connection attempt's lifetime: its owner task and the events around it."""
+
+    number: int
+    closing: anyio.Event = field(default_factory=anyio.Event)
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    lost: bool = False
+    scope: anyio.CancelScope | None = None
+    error: BaseException | None = None
+
+
+class ToolServer(ABC):
+    """A tool server with an owner task. Subclasses implement only what differs.
+
+    Lifecycle: `start` connects once (failure -> "failed"). A connection that dies later
+    ("lost") is reconnected on the next call by a task owned by the server, with backoff; a
+    server that cannot be reconnected MAX_ATTEMPTS times in a row, or dies again after
+    MAX_RESTARTS restarts within RESTART_WINDOW seconds, is marked "down" for the session.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        connect_timeout: float,
+        redactor: Redactor = PATTERNS_ONLY,
+    ) -> None:
         self.config = config
         self.name = config.name
         self.connect_timeout = config.timeout or connect_timeout
+        self.redact = redactor
         self.status = ServerStatus(name=config.name, transport=config.type)
         self.instructions: str | None = None
-        self._scope: anyio.CancelScope | None = None
-        self._closing = anyio.Event()
-        self._ready = anyio.Event()
-        self._done = anyio.Event()
-        self._error: BaseException | None = None
+        self.on_reconnected: Callable[[], None] | None = None
+        self._gen = _Generation(0)
+        self._gen.done.set()
+        self._tg: TaskGroup | None = None
+        self._reconnecting: anyio.Event | None = None
+        self._reconnect_scope: anyio.CancelScope | None = None
+        self._restart_times: list[float] = []
 
     @abstractmethod
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
@@ -118,57 +173,194 @@ class ToolServer(ABC):
     ) -> types.CallToolResult:
         """Call one tool. Tool-level failures come back as is_error results."""
 
+    def stderr_tail(self) -> list[str]:
+        """The last lines the server wrote to its log in the current attempt (if it has one)."""
+        return []
+
+    # ----------------------------------------------------------------- connect and close
+
     async def start(self, task_group: TaskGroup) -> None:
         """Connect within the timeout, or raise ToolServerError naming the cause."""
-        self.status.state = "connecting"
-        self._closing, self._ready, self._done = anyio.Event(), anyio.Event(), anyio.Event()
-        self._error = None
-        task_group.start_soon(self._own, name=f"tool-server:{self.name}")
-        with anyio.move_on_after(self.connect_timeout):
-            await _first_of(self._ready.wait, self._done.wait)
-        if self._ready.is_set() and not self._done.is_set():
-            self.status.state, self.status.error = "ready", None
-            return
-        if not self._done.is_set():
-            cause = f"no answer within {self.connect_timeout:g} s"
-            await self._stop(grace=0)
-        else:
-            cause = describe_exception(self._error) if self._error else "closed during connect"
-        self.status.state, self.status.error = "failed", cause
-        raise ToolServerError(self.name, "connect", cause)
+        self._tg = task_group
+        cause = await self._connect_once()
+        if cause is not None:
+            self.status.stderr_tail = [self.redact(line) for line in self.stderr_tail()]
+            tail = " | ".join(self.status.stderr_tail)
+            self._set_error(f"{cause}; last stderr: {tail}" if tail else cause)
+            self.status.state = "failed"
+            raise ToolServerError(self.name, "connect", self.status.error or cause)
+        self.status.state, self.status.error = "ready", None
 
-    async def _own(self) -> None:
+    async def _connect_once(self) -> str | None:
+        """Start a new owner task and wait for its handshake; the cause of failure or None."""
+        assert self._tg is not None, "start() the server inside a task group first"
+        gen = _Generation(self._gen.number + 1)
+        self._gen = gen
+        if self.status.state not in ("reconnecting",):
+            self.status.state = "connecting"
+        self._tg.start_soon(self._own, gen, name=f"tool-server:{self.name}#{gen.number}")
+        with anyio.move_on_after(self.connect_timeout):
+            await _first_of(gen.ready.wait, gen.done.wait)
+        if gen.ready.is_set() and not gen.done.is_set() and not gen.lost:
+            return None
+        if gen.lost:
+            await self._stop(gen, grace=1)
+            return "it stopped right after connecting"
+        if not gen.done.is_set():
+            await self._stop(gen, grace=0)
+            return f"no answer within {self.connect_timeout:g} s"
+        return describe_exception(gen.error) if gen.error else "closed during connect"
+
+    async def _own(self, gen: _Generation) -> None:
+        """Enter and exit every context of one connection, in this one task."""
         with anyio.CancelScope() as scope:
-            self._scope = scope
+            gen.scope = scope
             try:
                 async with contextlib.AsyncExitStack() as stack:
                     await self._open(stack)
-                    self._ready.set()
-                    await self._closing.wait()
+                    gen.ready.set()
+                    await gen.closing.wait()
             except Exception as exc:  # reported by start() or on the next call
-                self._error = exc
-        self._done.set()
+                gen.error = exc
+        gen.done.set()
 
     async def close(self, grace: float = 5.0) -> None:
-        """Ask the owner task to close; cancel it if it takes longer than `grace`."""
-        await self._stop(grace)
-        self.status.state = "closed"
+        """Ask the owner task to close; cancel it if it takes longer than `grace`.
 
-    async def _stop(self, grace: float) -> None:
+        A reconnect in progress is cancelled first, so it cannot open a session after us.
+        """
+        self.status.state = "closed"
+        reconnecting = self._reconnecting
+        if reconnecting is not None and self._reconnect_scope is not None:
+            self._reconnect_scope.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(grace):
+                await reconnecting.wait()
+        await self._stop(self._gen, grace)
+
+    async def _stop(self, gen: _Generation, grace: float) -> None:
         with anyio.CancelScope(shield=True):
-            self._closing.set()
+            gen.closing.set()
             with anyio.move_on_after(grace):
-                await self._done.wait()
-            if not self._done.is_set() and self._scope is not None:
-                self._scope.cancel()
+                await gen.done.wait()
+            if not gen.done.is_set() and gen.scope is not None:
+                gen.scope.cancel()
                 with anyio.move_on_after(5):
-                    await self._done.wait()
+                    await gen.done.wait()
+
+    # ----------------------------------------------------------------- losing and reconnecting
+
+    def _live(self) -> bool:
+        gen = self._gen
+        return gen.ready.is_set() and not gen.done.is_set() and not gen.lost
+
+    def loss_reporter(self) -> Callable[[str], None]:
+        """A callback for the transport of the generation being opened: it reports EOF."""
+        gen = self._gen
+        return lambda reason: self.connection_lost(gen.number, reason)
+
+    @property
+    def generation(self) -> int:
+        return self._gen.number
+
+    def connection_lost(self, generation: int, reason: str) -> None:
+        """The connection of `generation` died: let its owner close it, remember why.
+
+        Ignored for an old generation or a connection we are closing ourselves. A server
+        that already restarted MAX_RESTARTS times within RESTART_WINDOW is marked down.
+        """
+        gen = self._gen
+        if generation != gen.number or gen.lost or gen.closing.is_set():
+            return
+        if self.status.state == "closed" or not gen.ready.is_set():
+            return
+        gen.lost = True
+        gen.closing.set()  # the owner task closes the dead session in its own task
+        self._set_error(f"the server stopped: {reason}")
+        now = time.monotonic()
+        recent = [t for t in self._restart_times if now - t < RESTART_WINDOW]
+        if len(recent) >= MAX_RESTARTS:
+            self._mark_down(
+                f"it stopped {len(recent) + 1} times within {RESTART_WINDOW:g} s ({reason})"
+            )
+        else:
+            self.status.state = "lost"
+
+    async def ensure_connected(self) -> None:
+        """Return when the connection is usable; reconnect a lost one first.
+
+        The reconnect runs in a task owned by the server, so a caller that is cancelled
+        (Ctrl-C, its own deadline) never leaves a half-opened session in its cancel scope;
+        concurrent callers share one reconnect.
+        """
+        if self._live():
+            return
+        state = self.status.state
+        if state not in ("lost", "reconnecting"):
+            cause = self.status.error or "not connected"
+            raise ToolServerError(self.name, "call_tool", f"{cause} (server is {state})")
+        if self._reconnecting is None:
+            self._reconnecting = anyio.Event()
+            assert self._tg is not None
+            self._tg.start_soon(self._reconnect, self._reconnecting, name=f"reconnect:{self.name}")
+        await self._reconnecting.wait()
+        if not self._live():
+            raise ToolServerError(self.name, "reconnect", self.status.error or "failed")
 
     def ensure_ready(self) -> None:
-        if self._done.is_set() or not self._ready.is_set():
-            cause = describe_exception(self._error) if self._error else "not connected"
-            self.status.state, self.status.error = "failed", cause
+        """Synchronous check for servers without reconnect (OpenAPI keeps no session)."""
+        if not self._live():
+            cause = self.status.error or "not connected"
+            if self.status.state == "ready":
+                self.status.state = "failed"
             raise ToolServerError(self.name, "call_tool", cause)
+
+    async def _reconnect(self, finished: anyio.Event) -> None:
+        with anyio.CancelScope() as scope:
+            self._reconnect_scope = scope
+            try:
+                await self._reconnect_attempts()
+            finally:
+                self._reconnecting = self._reconnect_scope = None
+                finished.set()
+
+    async def _reconnect_attempts(self) -> None:
+        """Up to MAX_ATTEMPTS connects with backoff; then the server is down."""
+        self.status.state = "reconnecting"
+        await self._stop(self._gen, grace=1)  # the dead session is closed by its owner
+        cause = "not attempted"
+        for attempt in range(MAX_ATTEMPTS):
+            await anyio.sleep(self._backoff(attempt))
+            if self.status.state in ("closed", "down"):
+                return
+            failed = await self._connect_once()
+            if failed is None:
+                self._restart_times.append(time.monotonic())
+                self.status.restarts += 1
+                self.status.last_restart = time.time()
+                self.status.state = "ready"
+                if self.on_reconnected is not None:
+                    self.on_reconnected()
+                return
+            cause = failed
+            self._set_error(f"reconnect attempt {attempt + 1} failed: {failed}")
+        self._mark_down(f"{MAX_ATTEMPTS} reconnect attempts failed; last: {cause}")
+
+    def _backoff(self, attempt: int) -> float:
+        """No wait for a first reconnect after a quiet spell; doubling waits after that."""
+        now = time.monotonic()
+        recent = sum(1 for t in self._restart_times if now - t < RESTART_WINDOW)
+        n = recent + attempt
+        return 0.0 if n == 0 else min(BACKOFF_BASE * 2 ** (n - 1), BACKOFF_MAX)
+
+    def _mark_down(self, why: str) -> None:
+        tail = [self.redact(line) for line in self.stderr_tail()]
+        self.status.stderr_tail = tail
+        self.status.state = "down"
+        last = f"; last stderr: {' | '.join(tail)}" if tail else ""
+        self._set_error(f"marked down: {why}{last}")
+
+    def _set_error(self, text: str) -> None:
+        self.status.error = self.redact(text)
 
 
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:

@@ -1,27 +1,45 @@
-"""One MCP server connection over stdio, SSE or streamable HTTP."""
+"""One MCP server connection over stdio, SSE or streamable HTTP.
+
+Everything the connection writes goes to `<state>/logs/<server>.log`, redacted: the
+server's stderr (through a pipe we read, not straight to the file), its MCP log messages,
+and the SDK's own log records for this connection. The end of the transport's receive
+stream is the one signal that the server is gone, whatever the transport: the stdio
+process exited, or the HTTP/SSE stream broke because the server stopped or restarted.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import anyio
 import httpx2
 import mcp.types as types
+from anyio.abc import TaskGroup
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 import agent
 from agent.config import ServerConfig, server_env
-from agent.tools.base import ProgressFn, ToolServer, ToolSpec
+from agent.redact import PATTERNS_ONLY, Redactor
+from agent.tools.base import ProgressFn, ServerStopped, ToolServer, ToolSpec
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 MessageHandler = Callable[[Any], Awaitable[None]]
 MAX_TOOL_PAGES = 100
+STDERR_TAIL_LINES = 5
+_OPAQUE_HTTP_ERROR = "Server returned an error response"  # any non-2xx without a JSON-RPC body
+_SESSION_GONE = re.compile(r"session\b.*\b(not found|terminated|expired|unknown)", re.I)
+_PIPE_CHUNK = 65536
 
 
 @dataclass(frozen=True)
@@ -55,21 +73,27 @@ class MCPServerConnection(ToolServer):
         environ: Mapping[str, str] | None = None,
         message_handler: MessageHandler | None = None,
         callbacks: ClientCallbacks | None = None,
+        redactor: Redactor = PATTERNS_ONLY,
     ) -> None:
-        super().__init__(config, connect_timeout=connect_timeout)
+        super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
         self._callbacks = callbacks or ClientCallbacks()
         self.log_path = log_dir / f"{_safe_filename(config.name)}.log"
         self.status.log_path = str(self.log_path)
         self._environ = os.environ if environ is None else environ
         self._message_handler = message_handler
         self._client: Client | None = None
-        self._log: Any = None
+        self._log: IO[str] | None = None
+        self._log_start = 0  # offset in the log where the current attempt began
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = stack.enter_context(self.log_path.open("a", encoding="utf-8", buffering=1))
+        log = stack.enter_context(self.log_path.open("a", encoding="utf-8", buffering=1))
+        self._log, self._log_start = log, log.tell()
+        _route_sdk_logs()
+        _connection_log.set(self._write_log)  # inherited by the transport's tasks
+        transport = _watch_end(await self._transport(stack), self.loss_reporter())
         client = Client(
-            await self._transport(stack),
+            transport,
             mode=self.config.mode,
             client_info=CLIENT_INFO,
             logging_callback=self._on_log,
@@ -90,7 +114,7 @@ class MCPServerConnection(ToolServer):
                 env=server_env(cfg.env, self._environ),
                 cwd=cfg.cwd,
             )
-            return stdio_client(params, errlog=self._log)
+            return stdio_client(params, errlog=await self._stderr_pipe(stack))
         if cfg.type == "sse":
             return sse_client(
                 cfg.url or "", headers=dict(cfg.headers), timeout=self.connect_timeout
@@ -103,17 +127,120 @@ class MCPServerConnection(ToolServer):
         await stack.enter_async_context(http)
         return streamable_http_client(cfg.url or "", http_client=http)
 
-    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        if self._log is not None:
-            self._log.write(f"[{params.level}] {params.logger or ''} {params.data}\n")
+    async def _stderr_pipe(self, stack: contextlib.AsyncExitStack) -> IO[bytes]:
+        """A pipe for the server's stderr, pumped line by line into the log, redacted.
 
-    def _session(self) -> Client:
-        self.ensure_ready()
+        The write end is closed here once the stack unwinds (the child keeps its copy); the
+        pump drains what is left before it stops, so a crash's last words reach the log.
+        """
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        writer = stack.enter_context(os.fdopen(write_fd, "wb", buffering=0))
+        stack.callback(os.close, read_fd)  # LIFO: closed only after the pump task has ended
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        stack.push_async_callback(self._stop_pump, tg, read_fd)
+        tg.start_soon(self._pump_stderr, read_fd)
+        return writer
+
+    async def _pump_stderr(self, fd: int) -> None:
+        pending = b""
+        try:
+            while True:
+                await anyio.wait_readable(fd)
+                chunk = _read_some(fd)
+                if chunk is None:
+                    continue
+                if not chunk:
+                    break
+                pending = self._write_lines(pending + chunk)
+        finally:
+            if pending:
+                self._write_log(pending.decode(errors="replace"))
+
+    async def _stop_pump(self, tg: TaskGroup, fd: int) -> None:
+        pending = b""
+        while chunk := _read_some(fd):  # whatever the exited process left in the pipe
+            pending = self._write_lines(pending + chunk)
+        if pending:
+            self._write_log(pending.decode(errors="replace"))
+        tg.cancel_scope.cancel()
+
+    def _write_lines(self, data: bytes) -> bytes:
+        *lines, rest = data.split(b"\n")
+        for line in lines:
+            self._write_log(line.decode(errors="replace"))
+        return rest
+
+    def _write_log(self, line: str) -> None:
+        if self._log is not None and not self._log.closed:
+            self._log.write(self.redact(line.rstrip("\n")) + "\n")
+
+    def stderr_tail(self) -> list[str]:
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(self._log_start)
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return []
+        lines = [line for line in text.splitlines() if line.strip()]
+        return lines[-STDERR_TAIL_LINES:]
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self._write_log(f"[{params.level}] {params.logger or ''} {params.data}")
+
+    async def _connected(self) -> tuple[Client, int]:
+        """The live client (reconnecting a lost one first) and its generation."""
+        await self.ensure_connected()
         assert self._client is not None
-        return self._client
+        return self._client, self.generation
+
+    async def _request(self, what: str, send: Callable[[Client], Awaitable[Any]]) -> Any:
+        """Send one request; a connection that dies under it is reported, then reconnected."""
+        for attempt in (1, 2):
+            client, generation = await self._connected()
+            try:
+                return await send(client)
+            except MCPError as exc:
+                if attempt == 1 and await self._session_gone(client, exc):
+                    # A restarted HTTP server rejects our old session without running the
+                    # request, so reconnecting and sending it again is safe.
+                    self.connection_lost(generation, "the server restarted (session unknown)")
+                    continue
+                if exc.code != CONNECTION_CLOSED:
+                    raise
+                self.connection_lost(generation, f"connection closed during {what}")
+                reason = "it exited or closed the connection during the call"
+                raise ServerStopped(self.name, reason, down=self.status.state == "down") from None
+        raise AssertionError("unreachable")
+
+    async def _session_gone(self, client: Client, exc: MCPError) -> bool:
+        """Whether the server no longer knows our session (it restarted).
+
+        The Python SDK says so ("Session not found"). Other servers answer 400 without a
+        usable body, which the SDK reports only as "Server returned an error response";
+        then a harmless tools/list on the same session tells: if it fails the same way,
+        the session is gone.
+        """
+        if _SESSION_GONE.search(exc.message or ""):
+            return True
+        if not self._opaque_http_error(exc):
+            return False
+        try:
+            with anyio.fail_after(self.connect_timeout):
+                await client.list_tools(cache_mode="refresh")
+        except MCPError as probe:
+            return self._opaque_http_error(probe)
+        except TimeoutError:
+            return False
+        return False
+
+    def _opaque_http_error(self, exc: MCPError) -> bool:
+        return self.config.type == "http" and exc.message == _OPAQUE_HTTP_ERROR
 
     async def list_tools(self) -> list[ToolSpec]:
-        client = self._session()
+        return await self._request("tools/list", self._list_tools)
+
+    async def _list_tools(self, client: Client) -> list[ToolSpec]:
         tools: list[ToolSpec] = []
         cursor: str | None = None
         for _ in range(MAX_TOOL_PAGES):
@@ -132,28 +259,35 @@ class MCPServerConnection(ToolServer):
         timeout: float,
         progress: ProgressFn | None = None,
     ) -> types.CallToolResult:
-        client = self._session()
-        try:
-            return await client.call_tool(
-                name, arguments, read_timeout_seconds=timeout, progress_callback=progress
-            )
-        except MCPError as exc:
-            return error_result(_mcp_error_text(exc, name, timeout))
+        async def send(client: Client) -> types.CallToolResult:
+            try:
+                return await client.call_tool(
+                    name, arguments, read_timeout_seconds=timeout, progress_callback=progress
+                )
+            except MCPError as exc:
+                gone = _SESSION_GONE.search(exc.message or "") or self._opaque_http_error(exc)
+                if exc.code == CONNECTION_CLOSED or gone:
+                    raise  # maybe the connection's fate, not the tool's: _request decides
+                return error_result(self.redact(_mcp_error_text(exc, name, timeout)))
+
+        return await self._request(f"tools/call {name}", send)
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        return await self._session().read_resource(uri)
+        return await self._request("resources/read", lambda c: c.read_resource(uri))
 
     async def list_resources(self) -> list[types.Resource]:
-        return list((await self._session().list_resources()).resources)
+        result = await self._request("resources/list", lambda c: c.list_resources())
+        return list(result.resources)
 
     async def list_prompts(self) -> list[types.Prompt]:
-        return list((await self._session().list_prompts()).prompts)
+        return list((await self._request("prompts/list", lambda c: c.list_prompts())).prompts)
 
     async def list_resource_templates(self) -> list[types.ResourceTemplate]:
-        return list((await self._session().list_resource_templates()).resource_templates)
+        result = await self._request("resources/templates", lambda c: c.list_resource_templates())
+        return list(result.resource_templates)
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
-        return await self._session().get_prompt(name, arguments)
+        return await self._request("prompts/get", lambda c: c.get_prompt(name, arguments))
 
     def supports(self, feature: str) -> bool:
         """Whether the server declared `feature` ("resources", "prompts") at initialize."""
@@ -171,6 +305,91 @@ def _mcp_error_text(exc: MCPError, tool: str, timeout: float) -> str:
             f"tool '{tool}' timed out after {timeout:g} s (the server may still be working on it)"
         )
     return f"tool '{tool}' failed: {exc}"
+
+
+def _read_some(fd: int) -> bytes | None:
+    """Non-blocking read: bytes, b"" at end of file, None when nothing is ready."""
+    try:
+        return os.read(fd, _PIPE_CHUNK)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+class _EndWatchingStream:
+    """The transport's receive stream, reporting when it ends: the server is gone."""
+
+    def __init__(self, inner: Any, on_end: Callable[[str], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    def __getattr__(self, name: str) -> Any:  # last_context, statistics, ...
+        return getattr(self._inner, name)
+
+    def __aiter__(self) -> _EndWatchingStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except anyio.EndOfStream:
+            self._on_end("the connection ended")
+            raise StopAsyncIteration from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end("the connection was closed")
+            raise
+
+    async def receive(self) -> Any:
+        return await self.__anext__()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def __aenter__(self) -> _EndWatchingStream:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        return await self._inner.__aexit__(*exc)
+
+
+@contextlib.asynccontextmanager
+async def _watch_end(transport: Any, on_end: Callable[[str], None]) -> AsyncIterator[Any]:
+    async with transport as (read_stream, write_stream):
+        yield _EndWatchingStream(read_stream, on_end), write_stream
+
+
+# The SDK logs transport errors (with tracebacks) on the `mcp` logger; without a handler
+# Python prints them on the terminal. Each connection's owner task sets its log writer here,
+# and the transport's tasks inherit it, so each record lands in that server's log file.
+_connection_log: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "mcp_agent_connection_log", default=None
+)
+
+
+class _ConnectionLogHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        write = _connection_log.get()
+        if write is None:
+            return  # not from a connection of ours: nothing to attach it to, keep it quiet
+        try:
+            write(f"[{record.levelname.lower()}] {record.name}: {self.format(record)}")
+        except Exception:  # noqa: BLE001 - logging must never break a connection
+            self.handleError(record)
+
+
+_HANDLER = _ConnectionLogHandler()
+
+
+def _route_sdk_logs() -> None:
+    logger = logging.getLogger("mcp")
+    if _HANDLER not in logger.handlers:
+        logger.addHandler(_HANDLER)
+        logger.propagate = False
 
 
 def _safe_filename(name: str) -> str:

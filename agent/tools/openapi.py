@@ -15,6 +15,7 @@ import httpx2
 import mcp.types as types
 
 from agent.config import ServerConfig
+from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.base import ProgressFn, ToolServer, ToolSpec
 
 _METHODS = ("post", "get", "put", "patch", "delete")
@@ -55,8 +56,10 @@ def _tool_name(method: str, path: str, op: dict[str, Any]) -> str:
 class OpenAPIServer(ToolServer):
     """Tools from an OpenAPI document; bearer auth from `key` or an Authorization header."""
 
-    def __init__(self, config: ServerConfig, *, connect_timeout: float) -> None:
-        super().__init__(config, connect_timeout=connect_timeout)
+    def __init__(
+        self, config: ServerConfig, *, connect_timeout: float, redactor: Redactor = PATTERNS_ONLY
+    ) -> None:
+        super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
         self._http: httpx2.AsyncClient | None = None
         self._routes: dict[str, tuple[str, str, bool]] = {}  # tool -> (method, path, has_body)
         self._specs: list[ToolSpec] = []
@@ -147,8 +150,11 @@ class OpenAPIServer(ToolServer):
         except httpx2.TimeoutException:
             return _error(f"tool '{name}' timed out after {timeout:g} s")
         except httpx2.HTTPError as exc:
-            return _error(f"tool '{name}': request failed: {exc}")
-        return _result(name, response)
+            return _error(self.redact(f"tool '{name}': request failed: {exc}"))
+        result = _result(name, response)
+        if result.is_error:  # the error text may echo what we sent
+            return _error(self.redact(str(getattr(result.content[0], "text", ""))))
+        return result
 
 
 def _input_schema(op: dict[str, Any], doc: dict[str, Any]) -> tuple[dict[str, Any], bool]:

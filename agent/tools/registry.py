@@ -6,6 +6,7 @@ deterministic hash suffix, so no server can shadow another server's tool or the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -20,7 +21,16 @@ from anyio.abc import TaskGroup
 
 from agent.config import ServerConfig, Settings
 from agent.errors import ToolServerError
-from agent.tools.base import ProgressFn, ServerStatus, ToolServer, ToolSpec, describe_exception
+from agent.redact import PATTERNS_ONLY, Redactor
+from agent.tools.base import (
+    MAX_ATTEMPTS,
+    ProgressFn,
+    ServerStatus,
+    ServerStopped,
+    ToolServer,
+    ToolSpec,
+    describe_exception,
+)
 from agent.tools.mcp import ClientCallbacks, MCPServerConnection, MessageHandler
 from agent.tools.results import Observation, error_observation, to_observation
 
@@ -28,6 +38,7 @@ NAME_LIMIT = 64
 REFRESH_DEBOUNCE = 0.25  # server-everything sends five list_changed in a burst at connect
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 DESCRIPTION_LIMIT = 2000
+CALL_GRACE = 1.0  # seconds past tool_timeout before we stop waiting for a hung server
 
 
 def _digest(server: str, tool: str) -> str:
@@ -90,11 +101,12 @@ def make_server(
     environ: Mapping[str, str],
     message_handler: MessageHandler | None = None,
     callbacks: ClientCallbacks | None = None,
+    redactor: Redactor = PATTERNS_ONLY,
 ) -> ToolServer:
     if config.type == "openapi":
         from agent.tools.openapi import OpenAPIServer  # only loaded when used
 
-        return OpenAPIServer(config, connect_timeout=connect_timeout)
+        return OpenAPIServer(config, connect_timeout=connect_timeout, redactor=redactor)
     return MCPServerConnection(
         config,
         connect_timeout=connect_timeout,
@@ -102,6 +114,7 @@ def make_server(
         environ=environ,
         message_handler=message_handler,
         callbacks=callbacks,
+        redactor=redactor,
     )
 
 
@@ -120,6 +133,8 @@ class ToolRegistry:
         self._environ = os.environ if environ is None else environ
         self._reserved = frozenset(reserved_names)
         self.log_dir = settings.state_dir / "logs"
+        # Every secret in the settings (and secret-named variables) is masked in what we write.
+        self.redact = Redactor.from_settings(settings, self._environ)
         self.servers: dict[str, ToolServer] = {
             cfg.name: make_server(
                 cfg,
@@ -128,9 +143,12 @@ class ToolRegistry:
                 environ=self._environ,
                 message_handler=self._notification_handler(cfg.name),
                 callbacks=callbacks,
+                redactor=self.redact,
             )
             for cfg in settings.servers
         }
+        for name, server in self.servers.items():  # a restarted server may list other tools
+            server.on_reconnected = functools.partial(self._schedule_refresh, name)
         self._refresh_pending: set[str] = set()
         self.refreshes: dict[str, int] = {}
         self._specs: dict[str, list[ToolSpec]] = {}
@@ -185,6 +203,7 @@ class ToolRegistry:
                 specs = await server.list_tools()
         except Exception as exc:  # noqa: BLE001 - any listing failure marks the server failed
             cause = "no answer" if isinstance(exc, TimeoutError) else describe_exception(exc)
+            cause = self.redact(cause)
             await server.close(grace=1)
             server.status.state, server.status.error = "failed", cause
             raise ToolServerError(server.name, "list_tools", cause) from None
@@ -215,7 +234,7 @@ class ToolRegistry:
             with anyio.fail_after(server.connect_timeout):
                 await self.refresh(server_name)
         except Exception as exc:  # noqa: BLE001 - keep the old list, report the cause
-            server.status.error = f"refresh failed: {describe_exception(exc)}"
+            server.status.error = self.redact(f"refresh failed: {describe_exception(exc)}")
             return
         self.refreshes[server_name] = self.refreshes.get(server_name, 0) + 1
 
@@ -261,15 +280,21 @@ class ToolRegistry:
         *,
         progress: ProgressFn | None = None,
     ) -> Observation:
-        """Call a tool by public name. Every failure becomes an error observation."""
+        """Call a tool by public name. Every failure becomes an error observation.
+
+        Deadlines: a reconnect gets the server's connect timeout per attempt; the call itself
+        gets tool_timeout (sent to the server as the request deadline) plus CALL_GRACE, so a
+        hung server never holds a call longer than that.
+        """
         spec = self.tools.get(public_name)
         if spec is None:
             return error_observation(None, f"unknown tool '{public_name}'")
         server = self.servers[spec.server]
         timeout = server.config.tool_timeout or self.settings.agent.tool_timeout
-        max_chars = self.settings.agent.max_observe
         try:
-            with anyio.fail_after(timeout + 5):
+            with anyio.fail_after(server.connect_timeout * MAX_ATTEMPTS + 10):
+                await server.ensure_connected()
+            with anyio.fail_after(timeout + CALL_GRACE):
                 result = await server.call_tool(
                     spec.name, arguments, timeout=timeout, progress=progress
                 )
@@ -277,13 +302,25 @@ class ToolRegistry:
             return error_observation(
                 spec.server, f"tool '{spec.name}' timed out after {timeout:g} s"
             )
+        except ServerStopped as exc:
+            return error_observation(spec.server, self._stopped_message(spec, exc))
         except ToolServerError as exc:
             return error_observation(
-                spec.server, f"server '{spec.server}' is unavailable: {exc.cause}"
+                spec.server, self.redact(f"server '{spec.server}' is unavailable: {exc.cause}")
             )
         except Exception as exc:  # noqa: BLE001 - a dying server must not kill the session
-            server.status.error = describe_exception(exc)
+            server.status.error = self.redact(describe_exception(exc))
             return error_observation(
                 spec.server, f"tool '{spec.name}' failed: {server.status.error}"
             )
-        return to_observation(result, spec.server, max_chars)
+        return to_observation(result, spec.server, self.settings.agent.max_observe)
+
+    def _stopped_message(self, spec: ToolSpec, exc: ServerStopped) -> str:
+        head = (
+            f"server '{spec.server}' stopped while running tool '{spec.name}' ({exc.reason}); "
+            "the call may or may not have taken effect."
+        )
+        if exc.down:
+            status = self.servers[spec.server].status
+            return self.redact(f"{head} The server is now down: {status.error}")
+        return f"{head} It will be restarted on the next call."

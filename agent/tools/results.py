@@ -94,6 +94,11 @@ def _structured_text(structured: Any, texts: list[str]) -> str | None:
     """Structured content as JSON, unless a text block already carries the same data."""
     if structured is None:
         return None
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        # MCPServer wraps a plain return value as {"result": value}; the text has it already.
+        value = structured["result"]
+        if isinstance(value, str) and value in texts:
+            return None
     dumped = json.dumps(structured, ensure_ascii=False, default=str)
     for text in texts:
         try:
