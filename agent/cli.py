@@ -16,6 +16,7 @@ import typer
 
 from agent.config import ServerConfig, Settings, build_settings
 from agent.errors import AgentError, ConfigError
+from agent.redact import PATTERNS_ONLY, Redactor
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_MAX_STEPS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 CLI_SERVER_NAME = "main"
@@ -195,6 +196,7 @@ def run(
         raise ConfigError(f"--output {output!r}: use text or json")
     opts = dict(locals())
     settings = resolve_settings(opts, dict(os.environ))
+    _redactor[0] = Redactor.from_settings(settings, os.environ)
     request = _single_shot_request(prompt, interactive)
     from agent.session import run_repl, run_single  # heavy imports only once settings are valid
 
@@ -223,6 +225,11 @@ def _single_shot_request(prompt: str | None, interactive: bool) -> str | None:
     return None
 
 
+# The secrets of the settings being run (known once they are parsed): error messages that
+# reach the terminal pass through it.
+_redactor: list[Redactor] = [PATTERNS_ONLY]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: map every outcome to an exit code and one line on stderr."""
     debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
@@ -235,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as exc:
         if debug:
             raise
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"error: {_redactor[0](exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from agent.events import Event, RunFinished, ToolCallFinished, ToolCallStarted, 
 from agent.llm import OpenAIModel, warm_model_imports
 from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent, AgentTool
+from agent.redact import Redactor
 from agent.server_requests import ServerRequests
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
@@ -86,11 +88,12 @@ async def connected(
 
 
 def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> Loaded:
-    """A new session file, or the resumed one with its messages."""
+    """A new session file, or the resumed one with its messages; secrets never reach it."""
+    redactor = Redactor.from_settings(settings, os.environ)
     if resume is None:
         meta = {"model": settings.llm.model, "servers": [s.name for s in settings.servers]}
-        return Loaded(Transcript.create(settings.state_dir, meta), [], [])
-    loaded = load(find_session(settings.state_dir, resume))
+        return Loaded(Transcript.create(settings.state_dir, meta, redactor), [], [])
+    loaded = load(find_session(settings.state_dir, resume), redactor)
     for warning in loaded.warnings:
         stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
     return loaded
@@ -132,9 +135,10 @@ def agent_tools(catalog: Catalog | None) -> dict[str, AgentTool]:
 async def open_catalog(registry: ToolRegistry, stderr: Console) -> Catalog:
     catalog = Catalog(registry)
     await catalog.refresh()
+    redact = Redactor.from_settings(registry.settings, os.environ)
     for server, error in catalog.errors.items():
         stderr.print(
-            f"warning: server '{server}': listing resources/prompts failed: {error}",
+            f"warning: server '{server}': listing resources/prompts failed: {redact(error)}",
             markup=False,
             highlight=False,
             style="yellow",
@@ -197,6 +201,7 @@ def print_answer(answer: str) -> None:
 
 async def _single(settings: Settings, request: str, output: str, resume: str | None) -> int:
     stderr = Console(stderr=True)
+    redact = Redactor.from_settings(settings, os.environ)
     model = make_model(settings)
     session = open_transcript(settings, resume, stderr)
     record = RunRecord()
@@ -209,7 +214,9 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
             catalog = await open_catalog(registry, stderr)
             request, problems = await catalog.expand_refs(request)
             for problem in problems:
-                stderr.print(f"warning: {problem}", markup=False, highlight=False, style="yellow")
+                stderr.print(
+                    f"warning: {redact(problem)}", markup=False, highlight=False, style="yellow"
+                )
             agent = build_agent(settings, registry, model, None, session, catalog)
             async for event in agent.run(request):
                 record.add(event)
@@ -217,7 +224,7 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
     finally:
         renderer.close()
         if output == "json":
-            print(json.dumps(record.to_json(), ensure_ascii=False))
+            print(json.dumps(redact.deep(record.to_json()), ensure_ascii=False))
         await model.aclose()
         session.transcript.close()
     done = record.finished

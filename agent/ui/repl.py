@@ -38,6 +38,13 @@ from agent.transcript import Transcript, to_markdown
 from agent.ui.render import EventRenderer, compact_json
 
 Handler = Callable[[str], Awaitable[bool | None]]
+STATE_STYLES = {
+    "ready": "green",
+    "failed": "red",
+    "down": "red",
+    "lost": "yellow",
+    "reconnecting": "yellow",
+}
 
 
 @dataclass(frozen=True)
@@ -373,17 +380,25 @@ class Repl:
 
     async def _servers(self, arg: str) -> None:
         table = Table("server", "transport", "state", "tools", "restarts", "last error", box=None)
+        tails: list[tuple[str, list[str]]] = []
         for st in self.registry.statuses():
-            style = {"ready": "green", "failed": "red"}.get(st.state, "")
+            style = STATE_STYLES.get(st.state, "")
+            # After a successful reconnect the last error is history: shown, but dimmed.
+            error_style = "dim" if st.state == "ready" else ""
             table.add_row(
                 Text(st.name),
                 Text(st.transport),
                 Text(st.state, style=style),
                 str(st.tool_count),
                 str(st.restarts),
-                Text(st.error or ""),
+                Text(st.error or "", style=error_style),
             )
+            if st.state in ("down", "failed") and st.stderr_tail:
+                tails.append((st.name, st.stderr_tail))
         self.console.print(table)
+        for name, tail in tails:
+            self.console.print(Text(f"last stderr of {name}:", style="bold"))
+            self.console.print(Text("\n".join(tail), style="dim"))
 
     async def _resources(self, arg: str) -> None:
         await self.catalog.refresh()

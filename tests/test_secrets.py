@@ -1,0 +1,225 @@
+"""Secrets never reach what we write: logs, transcripts, errors, status, stdout/stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent.config import ServerConfig, Settings
+from agent.redact import MASK, Redactor
+from agent.tools.registry import ToolRegistry
+from agent.transcript import Transcript, load
+from tests.fake_llm import ScriptedLLM, error, text, tool_calls
+from tests.servers import REPO_ROOT, free_port
+
+API_KEY = "sk-test-SECRET-123"
+TOKEN = "tok-SECRET-456"
+SECRETS = (API_KEY, TOKEN, "SECRET-123", "SECRET-456")
+
+# A stdio server that fails at start after printing its credentials, as careless ones do.
+LEAKY_CRASH = (
+    "import os, sys; "
+    "print('connecting with Authorization: Bearer ' + os.environ['MCP_TOKEN'], file=sys.stderr); "
+    "print('token was ' + os.environ['MCP_TOKEN'], file=sys.stderr); "
+    "sys.exit('fatal: the upstream refused ' + os.environ['MCP_TOKEN'])"
+)
+
+
+def run_cli(
+    args: list[str], workdir: Path, *, base_url: str, api_key: str, extra_env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`python run_mcp.py` with state and logs in `workdir` (as tests/test_cli_e2e.py does)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    env.update(extra_env)
+    env |= {"MCP_AGENT_STATE_DIR": str(workdir / "state"), "NO_COLOR": "1"}
+    env |= {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key}
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+def assert_no_secret(text: str, where: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text, f"{secret!r} leaked into {where}"
+
+
+def settings_with_secrets(tmp_path: Path, *servers: ServerConfig) -> Settings:
+    base = Settings()
+    return Settings(
+        llm=base.llm.model_copy(update={"api_key": API_KEY}),
+        servers=servers,
+        state_dir=tmp_path / "state",
+        workspace=tmp_path,
+    )
+
+
+def test_redactor_masks_known_values_and_secret_patterns() -> None:
+    redact = Redactor.of([TOKEN, API_KEY, "short"])
+    assert redact(f"key {API_KEY} and {TOKEN}") == f"key {MASK} and {MASK}"
+    assert redact("Authorization: Bearer abc.def-ghi") == f"Authorization: {MASK}"
+    assert (
+        redact('{"authorization": "Bearer zzzzzzzz"}') == '{"authorization": "Bearer [REDACTED]"}'
+    )
+    assert redact("sk-proj-abcdefgh1234") == MASK
+    assert redact("https://u:hunter22@h/p?api_key=abcd1234&x=1") == (
+        f"https://u:{MASK}@h/p?api_key={MASK}&x=1"
+    )
+    assert redact("short words, prompt_tokens: 12, the token expired") == (
+        "short words, prompt_tokens: 12, the token expired"
+    )
+
+
+def test_redactor_collects_every_secret_in_settings() -> None:
+    servers = (
+        ServerConfig(
+            name="h", type="http", url="http://x/mcp", headers={"Authorization": f"Bearer {TOKEN}"}
+        ),
+        ServerConfig(
+            name="s",
+            type="stdio",
+            command="x",
+            env={"GITHUB_TOKEN": "ghp_abcdef123", "MODE": "debug"},
+        ),
+        ServerConfig(name="o", type="openapi", url="http://x", key="mcpo-key-789"),
+    )
+    settings = Settings(llm=Settings().llm.model_copy(update={"api_key": API_KEY}), servers=servers)
+    redact = Redactor.from_settings(settings, {"DB_PASSWORD": "pw-very-secret", "PWD": "/home/me"})
+    values = set(redact.values)
+    assert {API_KEY, f"Bearer {TOKEN}", TOKEN, "ghp_abcdef123", "mcpo-key-789"} <= values
+    assert "pw-very-secret" in values and "/home/me" not in values and "debug" not in values
+
+
+def test_transcript_records_are_redacted_and_still_load(tmp_path: Path) -> None:
+    transcript = Transcript.create(tmp_path, {"model": "m"}, Redactor.of([TOKEN]))
+    transcript.append({"role": "tool", "tool_call_id": "c1", "content": f"got {TOKEN}"})
+    transcript.append({"role": "user", "content": f"my key is {API_KEY}"})
+    transcript.close()
+    raw = transcript.path.read_text()
+    assert_no_secret(raw, "the transcript")
+    messages = load(transcript.path).messages
+    assert messages[0]["content"] == f"got {MASK}" and MASK in messages[1]["content"]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_server_stderr_status_and_errors_are_redacted(tmp_path: Path) -> None:
+    leaky = ServerConfig(
+        name="leaky",
+        type="stdio",
+        command=sys.executable,
+        args=("-c", LEAKY_CRASH),
+        env={"MCP_TOKEN": TOKEN},
+    )
+    refused = ServerConfig(
+        name="refused",
+        type="http",
+        url=f"http://127.0.0.1:{free_port()}/mcp?api_key={TOKEN}",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    settings = settings_with_secrets(tmp_path, leaky, refused)
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings) as registry:
+            failures = await registry.connect_all()
+            assert {f.server for f in failures} == {"leaky", "refused"}
+            for failure in failures:
+                assert_no_secret(str(failure), "a connect error")
+            leaky_status = registry.servers["leaky"].status
+            assert "fatal: the upstream refused [REDACTED]" in (leaky_status.error or "")
+            for status in registry.statuses():
+                assert_no_secret(repr(status), "a server status")
+    log = (tmp_path / "state" / "logs" / "leaky.log").read_text()  # noqa: ASYNC240
+    assert "connecting with Authorization: [REDACTED]" in log
+    assert_no_secret_in_files(tmp_path)
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_leaks_no_secret(tmp_path: Path, everything_http_url: str) -> None:
+    """Two real runs: tools over an authenticated HTTP server plus a failing server, then
+    a model that rejects the key; nothing under tmp_path, stdout or stderr holds a secret."""
+    config = {
+        "mcpServers": {
+            "ev": {
+                "type": "http",
+                "url": everything_http_url,
+                "headers": {"Authorization": "Bearer ${MCP_TOKEN}"},
+            },
+            "leaky": {
+                "command": sys.executable,
+                "args": ["-c", LEAKY_CRASH],
+                "env": {"MCP_TOKEN": "${MCP_TOKEN}"},
+            },
+        }
+    }
+    (tmp_path / "mcp.json").write_text(json.dumps(config))
+    args = ["--mcp-config", str(tmp_path / "mcp.json"), "--output", "json"]
+    outputs: list[str] = []
+    script = [tool_calls(("ev__echo", {"message": "hello"})), text("echoed")]
+    with ScriptedLLM(*script) as llm:
+        first = run_cli(
+            [*args, "-p", "echo hello"],
+            tmp_path,
+            base_url=llm.base_url,
+            api_key=API_KEY,
+            extra_env={"MCP_TOKEN": TOKEN},
+        )
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["answer"] == "echoed"
+    assert "leaky" in first.stderr  # the failing server was reported ...
+    assert llm.headers[0]["authorization"] == f"Bearer {API_KEY}"  # ... and the key was used
+    outputs += [first.stdout, first.stderr]
+
+    rejected = error(401, f"Incorrect API key provided: {API_KEY}. Header: Bearer {TOKEN}")
+    with ScriptedLLM(rejected) as llm:
+        second = run_cli(
+            [*args, "-p", "hi"],
+            tmp_path,
+            base_url=llm.base_url,
+            api_key=API_KEY,
+            extra_env={"MCP_TOKEN": TOKEN},
+        )
+    assert second.returncode == 1
+    outputs += [second.stdout, second.stderr]
+
+    for index, output in enumerate(outputs):
+        assert_no_secret(output, f"captured output #{index}")
+    files = assert_no_secret_in_files(tmp_path)
+    assert any(p.suffix == ".jsonl" for p in files) and any(p.suffix == ".log" for p in files)
+
+
+@pytest.mark.slow
+def test_cli_transcript_masks_a_bare_secret_echoed_by_a_tool(
+    tmp_path: Path, everything_http_url: str
+) -> None:
+    config = {"mcpServers": {"ev": {"type": "http", "url": everything_http_url,
+                                    "headers": {"X-Token": "${MCP_TOKEN}"}}}}  # fmt: skip
+    (tmp_path / "mcp.json").write_text(json.dumps(config))
+    script = [tool_calls(("ev__echo", {"message": TOKEN})), text("echoed")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            ["--mcp-config", str(tmp_path / "mcp.json"), "-p", "echo"],
+            tmp_path,
+            base_url=llm.base_url,
+            api_key=API_KEY,
+            extra_env={"MCP_TOKEN": TOKEN},
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert_no_secret_in_files(tmp_path)
+
+
+def assert_no_secret_in_files(root: Path) -> list[Path]:
+    files = [p for p in root.rglob("*") if p.is_file()]
+    for path in files:
+        assert_no_secret(path.read_text(errors="replace"), str(path.relative_to(root)))
+    return files
