@@ -142,3 +142,20 @@ async def test_list_changed_burst_causes_one_refresh(tmp_path: Path) -> None:
             await anyio.sleep(1.0)  # four debounce windows: no second refresh may follow
             assert registry.refreshes == {"ev": 1}
             assert "ev__echo" in registry.tools
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_tool_added_at_runtime_appears_on_both_protocols(tmp_path: Path, mode: str) -> None:
+    """Legacy sessions get notifications/tools/list_changed; 2026-07-28 ones are subscribed."""
+    dynamic = (sys.executable, [str(Path(__file__).parent / "dynamic_server.py")])
+    settings = settings_for(tmp_path, stdio("dyn", dynamic, mode=mode))
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            protocol = registry.servers["dyn"]._client.protocol_version  # type: ignore[attr-defined]
+            assert protocol == ("2026-07-28" if mode == "auto" else "2025-11-25")
+            assert set(registry.tools) == {"dyn__add_tool"}
+            assert "added" in (await registry.call("dyn__add_tool", {})).text
+            while "dyn__dynamic_tool" not in registry.tools:  # noqa: ASYNC110 -- refreshed by the notification
+                await anyio.sleep(0.05)
+            assert "new!" in (await registry.call("dyn__dynamic_tool", {})).text

@@ -26,7 +26,13 @@ from anyio.abc import TaskGroup
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import (
+    ListenNotSupportedError,
+    SubscriptionLost,
+    ToolsListChanged,
+)
 from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
 from agent.config import ServerConfig, server_env
@@ -104,6 +110,22 @@ class MCPServerConnection(ToolServer):
         )
         self._client = await stack.enter_async_context(client)
         self.instructions = client.instructions
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS and self._message_handler:
+            # 2026-07-28 servers send no spontaneous list_changed: subscribe for them.
+            listeners = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(listeners.cancel_scope.cancel)  # LIFO: before the group is exited
+            listeners.start_soon(self._listen_for_changes, client)
+
+    async def _listen_for_changes(self, client: Client) -> None:
+        """Turn `subscriptions/listen` events into the same notifications legacy servers send."""
+        assert self._message_handler is not None
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        await self._message_handler(types.ToolListChangedNotification())
+        except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
+            self._write_log(f"[agent] list_changed subscription ended: {exc}")
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         cfg = self.config
