@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import anyio
 import httpx2
+import mcp.client.stdio as mcp_stdio
 import mcp.types as types
 from anyio.abc import TaskGroup
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
@@ -40,6 +41,10 @@ from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.base import ProgressFn, ServerStopped, ToolServer, ToolSpec
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
+# The SDK closes a stdio server's stdin, waits this long for it to exit, then SIGTERMs its
+# process group. Its 2 s default added 2 s to every exit for servers that ignore stdin EOF
+# (server-everything and most Node servers); SIGTERM is still a graceful request.
+mcp_stdio.PROCESS_TERMINATION_TIMEOUT = 0.5
 MessageHandler = Callable[[Any], Awaitable[None]]
 MAX_TOOL_PAGES = 100
 STDERR_TAIL_LINES = 5
