@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 import anyio
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.text import Text
 
 from agent.approval import ApprovalPolicy, AskFn
 from agent.catalog import READ_RESOURCE, Catalog
@@ -211,6 +212,10 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
             model, settings.workspace, auto_approve=settings.ui.approval == "yes"
         )
         async with connected(settings, stderr, requests) as registry:
+            if settings.ui.verbose:
+                registry.log_listener = lambda server, line: stderr.print(
+                    Text(f"{server}: {line}", style="dim")
+                )
             catalog = await open_catalog(registry, stderr)
             request, problems = await catalog.expand_refs(request)
             for problem in problems:

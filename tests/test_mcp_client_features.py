@@ -270,3 +270,29 @@ async def test_prompt_arguments_on_the_command_line(
     await drive_repl(registry, requests, model, '/prompt args-prompt city="New York" state=NY\r')
     assert "New York" in model.requests[0][-1]["content"]
     assert "NY" in model.requests[0][-1]["content"]
+
+
+SAMPLE_ARGUMENTS = {"resourceType": "Text", "resourceId": "1", "department": "Engineering"}
+
+
+async def test_every_resource_template_and_prompt_of_server_everything(
+    registry: ToolRegistry,
+) -> None:
+    catalog = Catalog(registry)
+    await catalog.refresh()
+    assert catalog.errors == {}
+    assert len(catalog.resources) >= 7 and len(catalog.templates) >= 2
+    assert {p.name for _, p in catalog.prompts} >= {"simple-prompt", "args-prompt"}
+    for server, resource in catalog.resources:
+        assert (await catalog.read(server, str(resource.uri))).strip(), resource.uri
+    for server, template in catalog.templates:
+        uri = template.uri_template.replace("{resourceId}", "1")
+        assert (await catalog.read(server, uri)).strip(), uri
+    for server, prompt in catalog.prompts:
+        arguments = {
+            a.name: SAMPLE_ARGUMENTS.get(a.name, "Paris")
+            for a in prompt.arguments or []
+            if a.required
+        }
+        messages = await catalog.get_prompt(server, prompt.name, arguments)
+        assert messages and all(text for _, text in messages), prompt.name

@@ -159,3 +159,18 @@ async def test_a_tool_added_at_runtime_appears_on_both_protocols(tmp_path: Path,
             while "dyn__dynamic_tool" not in registry.tools:  # noqa: ASYNC110 -- refreshed by the notification
                 await anyio.sleep(0.05)
             assert "new!" in (await registry.call("dyn__dynamic_tool", {})).text
+
+
+async def test_server_log_messages_reach_the_log_file_and_a_listener(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, stdio("ev", everything_stdio_command()))
+    lines: list[tuple[str, str]] = []
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings) as registry:
+            registry.log_listener = lambda server, line: lines.append((server, line))
+            assert await registry.connect_all() == []
+            await registry.call("ev__toggle-simulated-logging", {})
+            while not lines:  # noqa: ASYNC110 -- the server logs on its own timer
+                await anyio.sleep(0.05)
+    server, line = lines[0]
+    assert server == "ev" and line.startswith("[")  # "[level] logger data"
+    assert line in (tmp_path / "state" / "logs" / "ev.log").read_text()

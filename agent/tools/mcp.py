@@ -95,6 +95,7 @@ class MCPServerConnection(ToolServer):
         self._client: Client | None = None
         self._log: IO[str] | None = None
         self._log_start = 0  # offset in the log where the current attempt began
+        self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -213,7 +214,10 @@ class MCPServerConnection(ToolServer):
         return lines[-STDERR_TAIL_LINES:]
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        self._write_log(f"[{params.level}] {params.logger or ''} {params.data}")
+        line = f"[{params.level}] {params.logger or ''} {params.data}"
+        self._write_log(line)
+        if self.on_log is not None:  # -v: the front end shows it too
+            self.on_log(self.redact(line))
 
     async def _connected(self) -> tuple[Client, int]:
         """The live client (reconnecting a lost one first) and its generation."""

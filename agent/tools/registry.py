@@ -10,7 +10,7 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -149,6 +149,10 @@ class ToolRegistry:
         }
         for name, server in self.servers.items():  # a restarted server may list other tools
             server.on_reconnected = functools.partial(self._schedule_refresh, name)
+            if isinstance(server, MCPServerConnection):
+                server.on_log = functools.partial(self._server_log, name)
+        # MCP log messages (server, line), for a front end that shows them (-v).
+        self.log_listener: Callable[[str, str], None] | None = None
         self._refresh_pending: set[str] = set()
         self.refreshes: dict[str, int] = {}
         self._specs: dict[str, list[ToolSpec]] = {}
@@ -209,6 +213,10 @@ class ToolRegistry:
             raise ToolServerError(server.name, "list_tools", cause) from None
         self._specs[server.name] = [s for s in specs if server.config.wants_tool(s.name)]
         server.status.tool_count = len(self._specs[server.name])
+
+    def _server_log(self, server_name: str, line: str) -> None:
+        if self.log_listener is not None:
+            self.log_listener(server_name, line)
 
     def _notification_handler(self, server_name: str) -> MessageHandler:
         async def handle(message: Any) -> None:

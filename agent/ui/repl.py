@@ -139,6 +139,7 @@ class Repl:
         self.renderer = renderer
         self.commands: dict[str, Command] = {}
         self._turn_scope: anyio.CancelScope | None = None
+        self._pending_logs: list[Text] = []
         for name, help_text, handler in (
             ("help", "show the commands", self._help),
             ("tools", "list tools: /tools [server]", self._tools),
@@ -156,6 +157,18 @@ class Repl:
             ("quit", "leave", self._exit),
         ):
             self.commands[name] = Command(name, help_text, handler)
+
+    def server_log(self, server: str, line: str) -> None:
+        """An MCP log message (-v): shown at once during a turn; at the prompt it would tear
+        the input line, so it waits for the next turn."""
+        self._pending_logs.append(Text(f"{server}: {line}", style="dim"))
+        if self._turn_scope is not None:
+            self._flush_logs()
+
+    def _flush_logs(self) -> None:
+        for text in self._pending_logs:
+            self.console.print(text)
+        self._pending_logs.clear()
 
     def argument_words(self, command: str) -> list[str]:
         """Completions for a command's argument (prompt names for /prompt)."""
@@ -212,6 +225,7 @@ class Repl:
     async def run_turn(self, request: str) -> None:
         """One request; Ctrl-C cancels it and returns to the prompt."""
         with anyio.CancelScope() as scope, self._sigint_cancels(scope):
+            self._flush_logs()
             request, problems = await self.catalog.expand_refs(request)
             for problem in problems:
                 self.console.print(Text(problem, style="yellow"))
@@ -641,6 +655,8 @@ async def _repl(settings: Settings, resume: str | None) -> int:
                 console, session, agent, registry, settings, renderer, loaded.transcript, catalog
             )
             holder.append(repl)
+            if settings.ui.verbose:
+                registry.log_listener = repl.server_log
             requests.ui = repl
             session.completer = ReplCompleter(repl)
             return await repl.loop()
