@@ -296,3 +296,16 @@ async def test_every_resource_template_and_prompt_of_server_everything(
         }
         messages = await catalog.get_prompt(server, prompt.name, arguments)
         assert messages and all(text for _, text in messages), prompt.name
+
+
+async def test_url_elicitation_shows_the_link_and_can_be_declined(
+    registry: ToolRegistry, requests: ServerRequests
+) -> None:
+    link = "https://example.com/authorize?state=42"
+    arguments = {"url": link, "message": "Sign in to continue", "elicitationId": "el-1"}
+    model = FakeModel([calls(("main__trigger-url-elicitation", arguments)), answer("ok")])
+    screen, _ = await drive_repl(registry, requests, model, "sign me in\rn\r")
+    assert "A server asks you to open a link:" in screen
+    assert "Sign in to continue" in screen and link in screen
+    result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+    assert "decline" in result.lower()
