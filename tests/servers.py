@@ -19,7 +19,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from agent.config import ServerConfig, Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install_node_deps.sh"
@@ -386,3 +388,22 @@ def once_server_command(directory: Path, root: Path) -> tuple[str, list[str]]:
     script = directory / "once_server.py"
     script.write_text(ONCE_SERVER_SOURCE)
     return sys.executable, [str(script), str(directory / "started.marker"), str(root)]
+
+
+# -- settings for a registry over the servers above ------------------------------------------
+
+
+def settings_for(tmp_path: Path, *servers: ServerConfig, **agent: Any) -> Settings:
+    """Settings with only `servers`, state and workspace in `tmp_path`, agent overrides."""
+    base = Settings()
+    return Settings(
+        servers=servers,
+        state_dir=tmp_path / "state",
+        workspace=tmp_path,
+        agent=base.agent.model_copy(update=agent),
+    )
+
+
+def stdio(name: str, command: tuple[str, list[str]], **kw: Any) -> ServerConfig:
+    """A stdio ServerConfig from a (command, args) pair such as time_server_command()."""
+    return ServerConfig(name=name, type="stdio", command=command[0], args=tuple(command[1]), **kw)

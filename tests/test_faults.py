@@ -31,7 +31,7 @@ from hypothesis import given
 from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 
-from agent.config import ServerConfig, Settings, build_settings, load_mcp_config, load_toml
+from agent.config import ServerConfig, build_settings, load_mcp_config, load_toml
 from agent.errors import ConfigError
 from agent.tools.base import MAX_RESTARTS
 from agent.tools.registry import ToolRegistry
@@ -44,24 +44,12 @@ from tests.servers import (
     free_port,
     once_server_command,
     run_http_server,
+    settings_for,
+    stdio,
     time_server_command,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-def settings_for(tmp_path: Path, *servers: ServerConfig, **agent: Any) -> Settings:
-    base = Settings()
-    return Settings(
-        servers=servers,
-        state_dir=tmp_path / "state",
-        workspace=tmp_path,
-        agent=base.agent.model_copy(update=agent),
-    )
-
-
-def stdio(name: str, command: tuple[str, list[str]], **kw: Any) -> ServerConfig:
-    return ServerConfig(name=name, type="stdio", command=command[0], args=tuple(command[1]), **kw)
 
 
 def bundled(name: str, root: Path, **kw: Any) -> ServerConfig:

@@ -4,30 +4,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from agent.config import ServerConfig, Settings
+from agent.config import ServerConfig
 from agent.tools.registry import ToolRegistry
-from tests.servers import everything_stdio_command, free_port, time_server_command
+from tests.servers import (
+    everything_stdio_command,
+    free_port,
+    settings_for,
+    stdio,
+    time_server_command,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-def settings_for(tmp_path: Path, *servers: ServerConfig, **agent: Any) -> Settings:
-    base = Settings()
-    return Settings(
-        servers=servers,
-        state_dir=tmp_path / "state",
-        workspace=tmp_path,
-        agent=base.agent.model_copy(update=agent),
-    )
-
-
-def stdio(name: str, command: tuple[str, list[str]], **kw: Any) -> ServerConfig:
-    return ServerConfig(name=name, type="stdio", command=command[0], args=tuple(command[1]), **kw)
 
 
 async def test_everything_over_stdio_sse_and_http(
