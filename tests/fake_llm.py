@@ -116,7 +116,7 @@ class ScriptedLLM:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
-        config = uvicorn.Config(app, log_level="critical", lifespan="off", timeout_keep_alive=1)
+        config = uvicorn.Config(app, log_level="critical", lifespan="off", timeout_keep_alive=30)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
