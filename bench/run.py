@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the repo, first
@@ -26,6 +26,7 @@ from bench import measures  # noqa: E402
 from bench.measures import Comparison, Row  # noqa: E402
 
 DEFAULT_JSON = REPO_ROOT / "bench" / "results.json"
+T = TypeVar("T")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,10 +56,11 @@ def _cells(row: Row) -> list[str]:
 
 
 def _comparison_cells(c: Comparison) -> list[str]:
-    if c.theirs is None or c.ours is None:
-        return [c.label, "-", "-", "-", "-", c.status]
-    ratio = f"{c.ours / c.theirs:.2f}x"
-    return [c.label, _fmt(c.ours, c.unit), _fmt(c.theirs, c.unit), ratio, "-", c.status]
+    """Our number always shows; ratio, target and verdict only when theirs exists."""
+    ratio = "-" if c.ratio is None else f"{c.ratio:.2f}x"
+    target = "-" if c.target is None else f"< {c.target:g}x"
+    verdict = c.status if c.passed is None else f"{'pass' if c.passed else 'FAIL'}, {c.status}"
+    return [c.label, _fmt(c.ours, c.unit), _fmt(c.theirs, c.unit), ratio, target, verdict]
 
 
 def render_table(rows: list[Row], comparisons: list[Comparison], errors: dict[str, str]) -> str:
@@ -96,7 +98,17 @@ def to_json(
             for r in rows
         },
         "comparisons": {
-            c.key: {"label": c.label, "status": c.status, "ours": c.ours, "theirs": c.theirs}
+            c.key: {
+                "label": c.label,
+                "status": c.status,
+                "unit": c.unit,
+                "ours": c.ours,
+                "theirs": c.theirs,
+                "ratio": c.ratio,
+                "target": c.target,
+                "passed": c.passed,
+                "detail": c.detail,
+            }
             for c in comparisons
         },
         "errors": errors,
@@ -110,31 +122,38 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     errors: dict[str, str] = {}
     state: dict[str, float] = {"startup": float("nan"), "import_rss": float("nan")}
 
-    def attempt(name: str, fn: Callable[[], list[Row]]) -> None:
+    def attempt(name: str, fn: Callable[[], list[T]]) -> list[T]:
         started = time.perf_counter()
         print(f"… {name}", file=sys.stderr, flush=True)
+        found: list[T] = []
         try:
-            rows.extend(fn())
+            found = fn()
         except Exception:  # noqa: BLE001 - reported, and the exit code says so
             errors[name] = traceback.format_exc(limit=8)
             print(errors[name], file=sys.stderr)
         print(f"  {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        return found
 
     def startup() -> list[Row]:
         found, state["startup"], state["import_rss"] = measures.startup(reps, warmup=not smoke)
         return found
 
-    attempt("startup", startup)
-    attempt("per_step", measures.per_step_inprocess)
-    attempt("per_step_cli", lambda: measures.per_step_cli(state["import_rss"]))
-    attempt("concurrency", measures.concurrency)
-    attempt("fanout", measures.fanout)
+    rows += attempt("startup", startup)
+    rows += attempt("per_step", lambda: measures.per_step_inprocess(reps))
+    rows += attempt("peak_rss", lambda: measures.peak_memory(state["import_rss"]))
+    rows += attempt("concurrency", measures.concurrency)
+    rows += attempt("fanout", measures.fanout)
     comparisons: list[Comparison] = []
     try:
         comparisons.append(measures.fast_agent(state["startup"], 3, smoke))
     except Exception:  # noqa: BLE001 - a failed comparison is reported, not fatal
         status = traceback.format_exc(limit=3).strip().splitlines()[-1]
         comparisons.append(Comparison("fast_agent", "start-up vs fast-agent", f"error: {status}"))
+    # fast-agent's own failures are caught inside and shown in the row; a crash here is ours.
+    rounds_reps = min(reps, 3)  # each fast-agent run takes ~5 s
+    comparisons += attempt(
+        "rounds_fast_agent", lambda: measures.rounds_vs_fast_agent(rounds_reps, smoke)
+    )
     return rows, comparisons, errors
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -83,6 +82,40 @@ async def raw_round_trips(command: str, args: list[str], calls: int) -> list[flo
     return seconds
 
 
+async def raw_model_round_trips(base_url: str, requests: int) -> list[float]:
+    """The model's side of the floor: bare httpx2 streaming POSTs, client-side seconds.
+
+    The scripted model times each request from handler entry to its last byte; the HTTP
+    stack around it (parsing, loopback, uvicorn) is time no agent can avoid either. These
+    round trips, minus the spans the server records for them, measure exactly that part.
+    """
+    import httpx2
+
+    body = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": "add numbers"}],
+        "tools": [_sum_tool()],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    seconds: list[float] = []
+    async with httpx2.AsyncClient(base_url=base_url) as client:
+        for _ in range(requests):
+            started = time.perf_counter()
+            async with client.stream("POST", "/chat/completions", json=body) as response:
+                response.raise_for_status()
+                async for _line in response.aiter_lines():
+                    pass
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def _sum_tool() -> dict[str, Any]:
+    schema = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}
+    function = {"name": "main__get-sum", "description": "Sum two numbers", "parameters": schema}
+    return {"type": "function", "function": function}
+
+
 def _steps_settings(a: dict[str, Any]) -> Settings:
     environ = {
         "OPENAI_BASE_URL": a["base_url"],
@@ -118,8 +151,9 @@ async def _timed_run(settings: Settings, registry: ToolRegistry, model: Any, tex
 
 
 async def steps(a: dict[str, Any]) -> dict[str, Any]:
-    """Raw round trips, then a warm-up run, a 0-tool run and the N-round run of the agent."""
+    """Raw round trips, then a warm-up run and `reps` pairs of (0-tool run, N-round run)."""
     raw = await raw_round_trips(a["command"], a["args"], a["raw_calls"])
+    raw_model = await raw_model_round_trips(a["base_url"], a["raw_model_requests"])
     _count_requests()
     settings = _steps_settings(a)
     model = make_model(settings)
@@ -134,30 +168,53 @@ async def steps(a: dict[str, Any]) -> dict[str, Any]:
             counts["settled"] = dict(METHODS)
             await _timed_run(settings, registry, model, "warm up")
             before = dict(METHODS)
-            zero = await _timed_run(settings, registry, model, "hi")
-            rounds = await _timed_run(settings, registry, model, "add numbers")
+            zero: list[float] = []
+            rounds: list[float] = []
+            for _ in range(a["reps"]):
+                zero.append(await _timed_run(settings, registry, model, "hi"))
+                rounds.append(await _timed_run(settings, registry, model, "add numbers"))
             counts["run"] = {k: v - before.get(k, 0) for k, v in METHODS.items()}
     finally:
         await model.aclose()
-    return {"raw_seconds": raw, "zero_seconds": zero, "rounds_seconds": rounds, "counts": counts}
+    return {
+        "raw_seconds": raw,
+        "raw_model_seconds": raw_model,
+        "zero_seconds": zero,
+        "rounds_seconds": rounds,
+        "counts": counts,
+    }
 
 
 # --------------------------------------------------------------------------- fan-out
 
 
-async def _connect_seconds(settings: Settings) -> float:
+async def _connect_seconds(settings: Settings) -> tuple[float, float]:
+    """Wall seconds of connect_all, and the CPU seconds the servers had used by its end."""
     async with ToolRegistry(settings) as registry:
         started = time.perf_counter()
         failures = await registry.connect_all()
         elapsed = time.perf_counter() - started
+        cpu = _live_children_cpu()
     if failures:
         raise RuntimeError(f"connect failed: {failures}")
-    return elapsed
+    return elapsed, cpu
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def _live_children_cpu() -> float:
+    """CPU seconds (user + system) of this process's live children, read from /proc.
+
+    Taken while the servers are still running, so it is their start-up cost alone; the
+    rusage of reaped children would add their shutdown.
+    """
+    me, total_ticks = os.getpid(), 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == me:  # fields[1] is the ppid; [11], [12] utime, stime
+            total_ticks += int(fields[11]) + int(fields[12])
+    return total_ticks / os.sysconf("SC_CLK_TCK")
 
 
 async def fanout(a: dict[str, Any]) -> dict[str, Any]:
@@ -173,17 +230,42 @@ async def fanout(a: dict[str, Any]) -> dict[str, Any]:
     one = settings.servers[:1]
     await _connect_seconds(settings.model_copy(update={"servers": one}))
     singles = [
-        await _connect_seconds(settings.model_copy(update={"servers": (server,)}))
+        (await _connect_seconds(settings.model_copy(update={"servers": (server,)})))[0]
         for server in settings.servers
     ]
-    cpu_before = _children_cpu()
-    together = await _connect_seconds(settings)
+    together, servers_cpu = await _connect_seconds(settings)
+    sdk = await _sdk_connect_all_seconds(settings.servers)
     return {
         "single_seconds": singles,
         "all_seconds": together,
-        "all_children_cpu_seconds": _children_cpu() - cpu_before,
+        "servers_cpu_seconds": servers_cpu,
+        "sdk_all_seconds": sdk,
         "servers": len(settings.servers),
     }
+
+
+async def _sdk_connect_all_seconds(servers: tuple[ServerConfig, ...]) -> float:
+    """The floor: the bare SDK connecting (handshake + tools/list) the same servers at once."""
+    connected = anyio.Event()
+    ready: list[str] = []
+
+    async def one(server: ServerConfig) -> None:
+        env = {**os.environ, **server.env}
+        async with Client(_stdio(server.command or "", list(server.args), env), mode="legacy") as c:
+            await c.list_tools()
+            ready.append(server.name)
+            if len(ready) == len(servers):
+                connected.set()
+            await connected.wait()
+
+    started = time.perf_counter()
+    elapsed = 0.0
+    async with anyio.create_task_group() as tg:
+        for server in servers:
+            tg.start_soon(one, server)
+        await connected.wait()
+        elapsed = time.perf_counter() - started
+    return elapsed
 
 
 MODES: dict[str, Callable[[dict[str, Any]], Any]] = {

@@ -22,11 +22,12 @@ MEASUREMENTS = {
     "startup",
     "per_step",
     "tools_list_per_run",
-    "per_step_cli",
     "peak_rss",
     "concurrency",
     "fanout",
+    "fanout_single",
 }
+COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
 
 
 @pytest.mark.slow
@@ -51,5 +52,9 @@ def test_bench_smoke_reports_every_measurement(tmp_path: Path) -> None:
         assert isinstance(row["ours"], int | float) and math.isfinite(row["ours"]), key
         if row["baseline"] is not None:
             assert isinstance(row["baseline"], int | float), key
-    assert "fast_agent" in results["comparisons"]
+    assert set(results["comparisons"]) == COMPARISONS
+    # --smoke never installs fast-agent, but our side of the 20-round script always runs.
+    for key in COMPARISONS - {"fast_agent"}:
+        ours = results["comparisons"][key]["ours"]
+        assert isinstance(ours, int | float) and ours > 0, key
     assert "| measurement" in proc.stdout
