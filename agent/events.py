@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+# Token counts: one type for the model seam and the events (re-exported for front ends).
+from agent.llm import Usage as Usage
+
 RunStatus = Literal["answered", "max_steps", "error", "cancelled"]
 
 
@@ -93,18 +96,6 @@ class Notice:
     message: str
     level: Literal["info", "warning"] = "info"
     kind: Literal["notice"] = "notice"
-
-
-@dataclass(frozen=True)
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-        )
 
 
 @dataclass(frozen=True)

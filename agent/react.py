@@ -215,9 +215,8 @@ class Agent:
                     elif isinstance(item, RetryNotice):
                         yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
                     else:
-                        usage = Usage(item.usage.prompt_tokens, item.usage.completion_tokens)
-                        self._run_usage += usage
-                        self.session_usage += usage
+                        self._run_usage += item.usage
+                        self.session_usage += item.usage
                         yield item
                         return
             except ContextOverflowError:
