@@ -2,7 +2,8 @@
 
 Tools are the registry's business (the model needs them every step); resources and prompts
 are asked for by people (/resources, /prompts, `@server:uri`) or by the model through the
-agent's `read_resource` tool, so they are listed when asked, not kept live.
+agent's `read_resource` tool. They are listed at start, when asked, and again when a server
+says its prompts or resources changed (the registry relays those notifications here).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import anyio
 import mcp.types as types
 from mcp import MCPError
 
+from agent.react import AgentTool
 from agent.tools.base import describe_exception
 from agent.tools.mcp import MCPServerConnection
-from agent.tools.registry import ToolRegistry
+from agent.tools.registry import ListKind, ToolRegistry
 from agent.tools.results import Observation, error_observation, untrusted_marker
 
 READ_RESOURCE = "read_resource"
@@ -37,6 +39,18 @@ class Catalog:
     templates: list[tuple[str, types.ResourceTemplate]] = field(default_factory=list)
     prompts: list[tuple[str, types.Prompt]] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    _own_tools: dict[str, AgentTool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.registry.list_listeners.append(self._on_list_changed)
+
+    async def _on_list_changed(self, server: str, kind: ListKind) -> None:
+        await self.refresh()
+
+    def agent_tools(self) -> dict[str, AgentTool]:
+        """The agent's own tools that come from here: read_resource while servers publish
+        resources. The same object until a refresh changes it (the loop caches on it)."""
+        return self._own_tools
 
     def _servers(self, feature: str) -> list[MCPServerConnection]:
         return [
@@ -74,6 +88,11 @@ class Catalog:
                 for server in self._servers("prompts"):
                     tg.start_soon(list_prompts, server)
         self.resources, self.templates, self.prompts = resources, templates, prompts
+        self._own_tools = (
+            {READ_RESOURCE: AgentTool(self.read_resource_schema(), self.read_resource_tool)}
+            if self.has_resources
+            else {}
+        )
 
     @property
     def has_resources(self) -> bool:

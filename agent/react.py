@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -75,6 +75,9 @@ class ToolBox(Protocol):
 
     def openai_tools(self) -> list[dict[str, Any]]: ...
 
+    async def settle(self) -> None:
+        """Finish re-listings that servers announced, before the tool list is read."""
+
     async def call(
         self, public_name: str, arguments: dict[str, Any], *, progress: Any = None
     ) -> Observation: ...
@@ -117,10 +120,12 @@ class Agent:
         context_window: int = 128_000,
         reserve_tokens: int = 4096,
         approval: ApprovalPolicy | None = None,
-        agent_tools: dict[str, AgentTool] | None = None,
+        agent_tools: Callable[[], Mapping[str, AgentTool]] | None = None,
     ) -> None:
         self.model = model
-        self.agent_tools = agent_tools or {}
+        # The agent's own tools besides terminate, asked for each step: they come and go
+        # with what servers publish (read_resource once any server has resources).
+        self.own_tools: Callable[[], Mapping[str, AgentTool]] = agent_tools or dict
         self.tools = tools
         self.memory = memory
         self.max_steps = max_steps
@@ -130,7 +135,7 @@ class Agent:
         self.session_usage = Usage()
         self._run_usage = Usage()
         self._seen: Counter[tuple[str, str, str]] = Counter()
-        self._tools_source: list[dict[str, Any]] | None = None
+        self._tools_source: tuple[object, object] | None = None
         self._tools_cache: list[dict[str, Any]] = []
         self._tools_tokens = 0
 
@@ -204,6 +209,7 @@ class Agent:
         yield RunAgain()
 
     async def _think(self) -> AsyncIterator[Event | Reply]:
+        await self.tools.settle()
         tools, tools_tokens = self._tool_list()
         budget = self.context_window - self.reserve_tokens - tools_tokens
         for attempt in (1, 2):
@@ -229,12 +235,14 @@ class Agent:
         raise ModelError("the model stream ended without a reply")
 
     def _tool_list(self) -> tuple[list[dict[str, Any]], int]:
-        """The model's tool list, rebuilt only when the registry's list changes."""
-        source = self.tools.openai_tools()
-        if source is not self._tools_source:
-            self._tools_source = source
-            own = [tool.schema for tool in self.agent_tools.values()]
-            self._tools_cache = [*source, *own, TERMINATE_TOOL]
+        """The model's tool list, rebuilt only when the servers' or the agent's tools change."""
+        servers, own = self.tools.openai_tools(), self.own_tools()
+        if self._tools_source is None or any(
+            a is not b for a, b in zip(self._tools_source, (servers, own), strict=True)
+        ):
+            self._tools_source = (servers, own)
+            mine = [tool.schema for tool in own.values()]
+            self._tools_cache = [*servers, *mine, TERMINATE_TOOL]
             self._tools_tokens = len(json.dumps(self._tools_cache)) // 4
         return self._tools_cache, self._tools_tokens
 
@@ -243,7 +251,7 @@ class Agent:
         for tc in tool_calls:
             spec = self.tools.tools.get(tc.name)
             arguments, problem = _parse_arguments(tc.arguments)
-            if spec is None and tc.name != TERMINATE and tc.name not in self.agent_tools:
+            if spec is None and tc.name != TERMINATE and tc.name not in self.own_tools():
                 problem = f"unknown tool '{tc.name}'. Use one of the tools you were given."
             calls.append(_Call(tc.id, tc.name, arguments, spec, problem))
         return calls
@@ -290,7 +298,7 @@ class Agent:
         if call.spec is not None:
             server, tool = call.spec.server, call.spec.name
         else:  # the agent's own tool, or a name no server has ("" = no server)
-            own = call.name == TERMINATE or call.name in self.agent_tools
+            own = call.name == TERMINATE or call.name in self.own_tools()
             server, tool = ("agent" if own else ""), call.name
         async with send:
             await send.send(ToolCallStarted(call.id, call.name, server, tool, call.arguments))
@@ -301,8 +309,8 @@ class Agent:
 
             if refusal is not None:
                 observation = error_observation(None, refusal)
-            elif call.name in self.agent_tools:
-                observation = await self.agent_tools[call.name].run(call.arguments)
+            elif (agent_tool := self.own_tools().get(call.name)) is not None:
+                observation = await agent_tool.run(call.arguments)
             elif call.spec is None:
                 observation = Observation(text="Finishing.")
             else:

@@ -21,13 +21,13 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from agent.approval import ApprovalPolicy, AskFn
-from agent.catalog import READ_RESOURCE, Catalog
+from agent.catalog import Catalog
 from agent.config import Settings
 from agent.errors import ConfigError
 from agent.events import Event, RunFinished, ToolCallFinished, ToolCallStarted, Usage
 from agent.llm import OpenAIModel, warm_model_imports
 from agent.memory import Memory
-from agent.react import AGENT_TOOL_NAMES, Agent, AgentTool
+from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.redact import Redactor
 from agent.server_requests import ServerRequests
 from agent.tools.registry import ToolRegistry
@@ -122,15 +122,8 @@ def build_agent(
         context_window=settings.llm.context_window,
         reserve_tokens=settings.llm.max_tokens or 4096,
         approval=ApprovalPolicy(mode=mode, ask=ask),
-        agent_tools=agent_tools(catalog),
+        agent_tools=catalog.agent_tools if catalog is not None else None,
     )
-
-
-def agent_tools(catalog: Catalog | None) -> dict[str, AgentTool]:
-    """The agent's own tools besides terminate: read_resource when servers publish any."""
-    if catalog is None or not catalog.has_resources:
-        return {}
-    return {READ_RESOURCE: AgentTool(catalog.read_resource_schema(), catalog.read_resource_tool)}
 
 
 async def open_catalog(registry: ToolRegistry, stderr: Console) -> Catalog:

@@ -89,6 +89,9 @@ class FakeTools:
             {"type": "function", "function": {"name": n, "parameters": {}}} for n in self.functions
         ]
 
+    async def settle(self) -> None:
+        return None
+
     def openai_tools(self) -> list[dict[str, Any]]:
         return self._openai
 

@@ -25,7 +25,6 @@ from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import Agent
 from agent.server_requests import ServerRequests
-from agent.session import agent_tools
 from agent.tools.registry import ToolRegistry
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl, prompt_session
@@ -123,11 +122,16 @@ async def drive_repl(
     console = Console(file=out, width=120, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe:
         session = prompt_session(InMemoryHistory(), input=pipe, output=DummyOutput())
-        agent = Agent(model, registry, Memory(), approval=approval or ApprovalPolicy(mode="yes"))
-        renderer = EventRenderer(console, stream_answer=True)
         catalog = Catalog(registry)
         await catalog.refresh()
-        agent.agent_tools = agent_tools(catalog)
+        agent = Agent(
+            model,
+            registry,
+            Memory(),
+            approval=approval or ApprovalPolicy(mode="yes"),
+            agent_tools=catalog.agent_tools,
+        )
+        renderer = EventRenderer(console, stream_answer=True)
         repl = Repl(console, session, agent, registry, Settings(), renderer, catalog=catalog)
         requests.ui = repl
         agent.approval.ask = repl.ask

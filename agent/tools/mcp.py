@@ -29,6 +29,8 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import (
     ListenNotSupportedError,
+    PromptsListChanged,
+    ResourcesListChanged,
     SubscriptionLost,
     ToolsListChanged,
 )
@@ -51,6 +53,14 @@ STDERR_TAIL_LINES = 5
 _OPAQUE_HTTP_ERROR = "Server returned an error response"  # any non-2xx without a JSON-RPC body
 _SESSION_GONE = re.compile(r"session\b.*\b(not found|terminated|expired|unknown)", re.I)
 _PIPE_CHUNK = 65536
+# 2026-07-28 servers send log messages only to requests that opt in, from this level up.
+LOG_LEVEL = "info"
+# `subscriptions/listen` events, as the notifications a handshake-era server would send.
+_LISTEN_EVENTS: dict[type, Callable[[], Any]] = {
+    ToolsListChanged: types.ToolListChangedNotification,
+    PromptsListChanged: types.PromptListChangedNotification,
+    ResourcesListChanged: types.ResourceListChangedNotification,
+}
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,7 @@ class MCPServerConnection(ToolServer):
             mode=self.config.mode,
             client_info=CLIENT_INFO,
             logging_callback=self._on_log,
+            log_level=LOG_LEVEL,
             message_handler=self._message_handler,
             sampling_callback=self._callbacks.sampling,
             elicitation_callback=self._callbacks.elicitation,
@@ -126,10 +137,14 @@ class MCPServerConnection(ToolServer):
         """Turn `subscriptions/listen` events into the same notifications legacy servers send."""
         assert self._message_handler is not None
         try:
-            async with client.listen(tools_list_changed=True) as subscription:
+            async with client.listen(
+                tools_list_changed=True,
+                prompts_list_changed=self.supports("prompts"),
+                resources_list_changed=self.supports("resources"),
+            ) as subscription:
                 async for event in subscription:
-                    if isinstance(event, ToolsListChanged):
-                        await self._message_handler(types.ToolListChangedNotification())
+                    if (notification := _LISTEN_EVENTS.get(type(event))) is not None:
+                        await self._message_handler(notification())
         except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
             self._write_log(f"[agent] list_changed subscription ended: {exc}")
 
@@ -214,7 +229,8 @@ class MCPServerConnection(ToolServer):
         return lines[-STDERR_TAIL_LINES:]
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        line = f"[{params.level}] {params.logger or ''} {params.data}"
+        source = f" {params.logger}:" if params.logger else ""
+        line = f"[{params.level}]{source} {params.data}"
         self._write_log(line)
         if self.on_log is not None:  # -v: the front end shows it too
             self.on_log(self.redact(line))

@@ -10,10 +10,11 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp.types as types
@@ -39,6 +40,24 @@ REFRESH_DEBOUNCE = 0.25  # server-everything sends five list_changed in a burst 
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 DESCRIPTION_LIMIT = 2000
 CALL_GRACE = 1.0  # seconds past tool_timeout before we stop waiting for a hung server
+SETTLE_TIMEOUT = 10.0  # longest a model request waits for announced re-listings
+
+ListKind = Literal["tools", "prompts", "resources"]
+ListListener = Callable[[str, ListKind], Awaitable[None]]
+_LIST_CHANGED: dict[type, ListKind] = {
+    types.ToolListChangedNotification: "tools",
+    types.PromptListChangedNotification: "prompts",
+    types.ResourceListChangedNotification: "resources",
+}
+
+
+@dataclass(eq=False)
+class _Refresh:
+    """One server's coming re-listing: notifications coalesce here during the debounce."""
+
+    kinds: set[ListKind]
+    now: anyio.Event = field(default_factory=anyio.Event)  # skip the rest of the debounce
+    done: anyio.Event = field(default_factory=anyio.Event)
 
 
 def _digest(server: str, tool: str) -> str:
@@ -153,7 +172,10 @@ class ToolRegistry:
                 server.on_log = functools.partial(self._server_log, name)
         # MCP log messages (server, line), for a front end that shows them (-v).
         self.log_listener: Callable[[str, str], None] | None = None
-        self._refresh_pending: set[str] = set()
+        # Told (server, kind) after a server's prompts or resources changed (the catalog).
+        self.list_listeners: list[ListListener] = []
+        self._queued: dict[str, _Refresh] = {}  # waiting out the debounce, by server
+        self._unsettled: set[_Refresh] = set()  # queued or running
         self.refreshes: dict[str, int] = {}
         self._specs: dict[str, list[ToolSpec]] = {}
         self.tools: dict[str, ToolSpec] = {}
@@ -220,31 +242,62 @@ class ToolRegistry:
 
     def _notification_handler(self, server_name: str) -> MessageHandler:
         async def handle(message: Any) -> None:
-            if isinstance(message, types.ToolListChangedNotification):
-                self._schedule_refresh(server_name)
+            if (kind := _LIST_CHANGED.get(type(message))) is not None:
+                self._schedule_refresh(server_name, kind)
 
         return handle
 
-    def _schedule_refresh(self, server_name: str) -> None:
+    def _schedule_refresh(self, server_name: str, kind: ListKind = "tools") -> None:
         """Coalesce a burst of list_changed notifications into one re-listing."""
-        if server_name in self._refresh_pending or self._tg is None:
+        if self._tg is None:
             return
-        self._refresh_pending.add(server_name)
-        self._tg.start_soon(self._debounced_refresh, server_name)
+        queued = self._queued.get(server_name)
+        if queued is not None:
+            queued.kinds.add(kind)
+            return
+        queued = self._queued[server_name] = _Refresh({kind})
+        self._unsettled.add(queued)
+        self._tg.start_soon(self._debounced_refresh, server_name, queued)
 
-    async def _debounced_refresh(self, server_name: str) -> None:
-        await anyio.sleep(REFRESH_DEBOUNCE)
-        self._refresh_pending.discard(server_name)
-        server = self.servers[server_name]
-        if server.status.state != "ready":
-            return
+    async def _debounced_refresh(self, server_name: str, refresh: _Refresh) -> None:
         try:
-            with anyio.fail_after(server.connect_timeout):
-                await self.refresh(server_name)
-        except Exception as exc:  # noqa: BLE001 - keep the old list, report the cause
-            server.status.error = self.redact(f"refresh failed: {describe_exception(exc)}")
+            with anyio.move_on_after(REFRESH_DEBOUNCE):
+                await refresh.now.wait()
+            del self._queued[server_name]  # a notification from now on means another round
+            if self.servers[server_name].status.state == "ready":
+                await self._relist(server_name, refresh.kinds)
+        finally:
+            self._unsettled.discard(refresh)
+            refresh.done.set()
+
+    async def _relist(self, server_name: str, kinds: set[ListKind]) -> None:
+        server = self.servers[server_name]
+        if "tools" in kinds:
+            try:
+                with anyio.fail_after(server.connect_timeout):
+                    await self.refresh(server_name)
+            except Exception as exc:  # noqa: BLE001 - keep the old list, report the cause
+                server.status.error = self.redact(f"refresh failed: {describe_exception(exc)}")
+            else:
+                self.refreshes[server_name] = self.refreshes.get(server_name, 0) + 1
+        for kind in sorted(kinds - {"tools"}):
+            for listener in self.list_listeners:
+                await listener(server_name, kind)
+
+    async def settle(self, timeout: float = SETTLE_TIMEOUT) -> None:
+        """Run announced re-listings now and wait for them (bounded).
+
+        A tool call that makes its server add tools sends list_changed before its result;
+        the next model request must already carry those tools, not wait out the debounce.
+        """
+        pending = list(self._unsettled)
+        if not pending:
             return
-        self.refreshes[server_name] = self.refreshes.get(server_name, 0) + 1
+        for refresh in pending:
+            refresh.now.set()
+        with anyio.move_on_after(timeout):
+            for refresh in pending:
+                await refresh.done.wait()
 
     async def refresh(self, server_name: str) -> None:
         """Re-list one server's tools (after a list_changed notification)."""

@@ -202,6 +202,7 @@ class Repl:
             line = line.strip()
             if not line:
                 continue
+            await self.registry.settle()  # what servers announced while we sat at the prompt
             if line.startswith("/"):
                 if await self.dispatch(line):
                     return 0
@@ -455,9 +456,10 @@ class Repl:
         if not name:
             self.console.print(Text("usage: /prompt NAME key=value ...", style="yellow"))
             return
-        if not self.catalog.prompts:
-            await self.catalog.refresh()
         found = self.catalog.find_prompt(name)
+        if isinstance(found, str):  # maybe published since the last listing
+            await self.catalog.refresh()
+            found = self.catalog.find_prompt(name)
         if isinstance(found, str):
             self.console.print(Text(found, style="yellow"))
             return

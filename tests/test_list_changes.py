@@ -1,0 +1,100 @@
+"""Servers that change what they offer while the agent runs, on both protocol eras.
+
+A tool call that makes its server add a tool, prompt or resource is followed at once by
+the next model request: that request must already carry the change (the registry settles
+announced re-listings before the tool list is read), not wait out the debounce.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent.catalog import READ_RESOURCE, Catalog
+from agent.events import ToolCallFinished
+from agent.memory import Memory
+from agent.react import Agent
+from agent.tools.registry import ToolRegistry
+from tests.fake_model import FakeModel, answer, calls
+from tests.servers import settings_for, stdio
+
+DYNAMIC = (sys.executable, [str(Path(__file__).parent / "dynamic_server.py")])
+MODES = ["legacy", "auto"]  # 2025-11-25 handshake; 2026-07-28 (subscriptions/listen)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=MODES)
+async def registry(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ToolRegistry]:
+    settings = settings_for(tmp_path, stdio("dyn", DYNAMIC, mode=request.param))
+    async with ToolRegistry(settings) as registry:
+        with anyio.fail_after(30):
+            assert await registry.connect_all() == []
+        yield registry
+
+
+def names(tools: list[dict]) -> set[str]:
+    return {tool["function"]["name"] for tool in tools}
+
+
+async def run(agent: Agent, request: str) -> list[ToolCallFinished]:
+    finished: list[ToolCallFinished] = []
+    with anyio.fail_after(30):
+        async for event in agent.run(request):
+            if isinstance(event, ToolCallFinished):
+                finished.append(event)
+    return finished
+
+
+async def test_a_tool_added_by_a_call_is_offered_in_the_very_next_request(
+    registry: ToolRegistry,
+) -> None:
+    model = FakeModel(
+        [calls(("dyn__add_tool", {})), calls(("dyn__dynamic_tool", {})), answer("done")]
+    )
+    agent = Agent(model, registry, Memory())
+    finished = await run(agent, "add a tool and use it")
+    assert "dyn__dynamic_tool" not in names(model.tools_seen[0])
+    assert "dyn__dynamic_tool" in names(model.tools_seen[1])
+    assert [f.is_error for f in finished] == [False, False]
+    assert "new!" in finished[1].output
+    model.assert_complete()
+
+
+async def test_prompts_and_resources_published_later_reach_the_catalog_and_the_model(
+    registry: ToolRegistry,
+) -> None:
+    catalog = Catalog(registry)
+    await catalog.refresh()
+    assert [p.name for _, p in catalog.prompts] == ["early"]
+    assert not catalog.has_resources
+    read_late = calls((READ_RESOURCE, {"server": "dyn", "uri": "late://doc"}))
+    model = FakeModel([calls(("dyn__add_things", {})), read_late, answer("done")])
+    agent = Agent(model, registry, Memory(), agent_tools=catalog.agent_tools)
+    finished = await run(agent, "publish things")
+    assert READ_RESOURCE not in names(model.tools_seen[0])
+    assert READ_RESOURCE in names(model.tools_seen[1])  # offered once there is a resource
+    assert "LATE DOC BODY" in finished[1].output and not finished[1].is_error
+    assert isinstance(catalog.find_prompt("fresh"), tuple)
+    assert catalog.refs() == ["dyn:late://doc"]
+    model.assert_complete()
+
+
+async def test_server_log_messages_arrive_on_both_protocols(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    """2026-07-28 servers log only to requests that opt in; the connection opts in."""
+    lines: list[tuple[str, str]] = []
+    registry.log_listener = lambda server, line: lines.append((server, line))
+    observation = await registry.call("dyn__say", {"text": "hello from the server"})
+    assert "said" in observation.text
+    with anyio.fail_after(10):
+        while not lines:  # noqa: ASYNC110 -- the log notification precedes the result
+            await anyio.sleep(0.02)
+    assert lines == [("dyn", "[info] hello from the server")]
+    log = (tmp_path / "state" / "logs" / "dyn.log").read_text()
+    assert "[info] hello from the server" in log
