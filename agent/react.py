@@ -144,6 +144,11 @@ class Agent:
         """Tokens of the current (or last) request."""
         return self._run_usage
 
+    def count_usage(self, usage: Usage) -> None:
+        """Tokens spent for this run outside the loop (a server's sampling request)."""
+        self._run_usage += usage
+        self.session_usage += usage
+
     async def run(self, request: str) -> AsyncIterator[Event]:
         """Handle one user request; the last event is always RunFinished (unless cancelled)."""
         self.memory.add_user(request)
@@ -221,8 +226,7 @@ class Agent:
                     elif isinstance(item, RetryNotice):
                         yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
                     else:
-                        self._run_usage += item.usage
-                        self.session_usage += item.usage
+                        self.count_usage(item.usage)
                         yield item
                         return
             except ContextOverflowError:

@@ -8,6 +8,8 @@ question nobody can answer.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -15,7 +17,7 @@ from typing import Any, Literal, Protocol
 import mcp.types as types
 
 from agent.errors import ModelError
-from agent.llm import OpenAIModel, Reply
+from agent.llm import OpenAIModel, Reply, Usage
 from agent.tools.mcp import ClientCallbacks, roots_callback
 
 DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code exists)
@@ -25,6 +27,7 @@ DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code ex
 class SamplingRequest:
     """What a server wants our model to answer, as the user is shown it."""
 
+    server: str
     messages: list[dict[str, Any]]
     max_tokens: int
     system_prompt: str | None
@@ -42,30 +45,36 @@ class Asker(Protocol):
 
     async def approve_sampling(self, request: SamplingRequest) -> bool: ...
 
-    async def elicit_form(self, message: str, schema: dict[str, Any]) -> ElicitAnswer: ...
+    async def elicit_form(
+        self, server: str, message: str, schema: dict[str, Any]
+    ) -> ElicitAnswer: ...
 
-    async def elicit_url(self, message: str, url: str) -> ElicitAnswer: ...
+    async def elicit_url(self, server: str, message: str, url: str) -> ElicitAnswer: ...
 
 
 @dataclass
 class ServerRequests:
     model: OpenAIModel
     workspace: Path
-    auto_approve: bool = False  # --yes: sampling runs without asking
+    auto_approve: bool = False  # --yes, when there is no ui to ask (the ui follows /approve)
     ui: Asker | None = None
     sampled: list[SamplingRequest] = field(default_factory=list)
+    # Tokens our model spent answering servers: counted with the run that caused them.
+    on_usage: Callable[[Usage], None] | None = None
 
-    def callbacks(self) -> ClientCallbacks:
+    def callbacks(self, server: str) -> ClientCallbacks:
+        """The callbacks for one server's connection (they know whom they answer)."""
         return ClientCallbacks(
-            sampling=self.sample,
-            elicitation=self.elicit,
+            sampling=functools.partial(self.sample, server),
+            elicitation=functools.partial(self.elicit, server),
             list_roots=roots_callback(self.workspace),
         )
 
     async def sample(
-        self, context: Any, params: types.CreateMessageRequestParams
+        self, server: str, context: Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
         request = SamplingRequest(
+            server=server,
             messages=[_openai_message(m) for m in params.messages],
             max_tokens=params.max_tokens,
             system_prompt=params.system_prompt,
@@ -90,6 +99,8 @@ class ServerRequests:
             reply = await _complete(self.model, messages, overrides)
         except ModelError as exc:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"model error: {exc}")
+        if self.on_usage is not None:
+            self.on_usage(reply.usage)
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(text=reply.content),
@@ -98,21 +109,24 @@ class ServerRequests:
         )
 
     async def _sampling_allowed(self, request: SamplingRequest) -> bool:
-        if self.auto_approve:
-            return True
-        return self.ui is not None and await self.ui.approve_sampling(request)
+        """A front end decides (it follows the live approval mode); without one, --yes does."""
+        if self.ui is not None:
+            return await self.ui.approve_sampling(request)
+        return self.auto_approve
 
     async def elicit(
         self,
+        server: str,
         context: Any,
         params: types.ElicitRequestFormParams | types.ElicitRequestURLParams,
     ) -> types.ElicitResult:
         if self.ui is None:  # a script cannot answer; say no rather than hang
             return types.ElicitResult(action="decline")
         if isinstance(params, types.ElicitRequestURLParams):
-            answer = await self.ui.elicit_url(params.message, params.url)
+            answer = await self.ui.elicit_url(server, params.message, params.url)
         else:
-            answer = await self.ui.elicit_form(params.message, params.requested_schema or {})
+            schema = params.requested_schema or {}
+            answer = await self.ui.elicit_form(server, params.message, schema)
         return types.ElicitResult(action=answer.action, content=answer.content)
 
 

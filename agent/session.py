@@ -34,6 +34,7 @@ from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
+from agent.ui.safe import SafeConsole
 
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
@@ -73,7 +74,7 @@ async def connected(
     settings: Settings, stderr: Console, requests: ServerRequests | None = None
 ) -> AsyncIterator[ToolRegistry]:
     """Connect every server; report failures by name and carry on with the rest."""
-    callbacks = requests.callbacks() if requests is not None else None
+    callbacks = requests.callbacks if requests is not None else None
     async with ToolRegistry(
         settings, reserved_names=AGENT_TOOL_NAMES, callbacks=callbacks
     ) as registry:
@@ -187,19 +188,21 @@ class RunRecord:
 def print_answer(answer: str) -> None:
     """Rendered on a terminal; verbatim (no wrapping, no markup) into pipes and files."""
     if sys.stdout.isatty():
-        Console().print(Markdown(answer))
+        SafeConsole().print(Markdown(answer))
     else:
         sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
         sys.stdout.flush()
 
 
 async def _single(settings: Settings, request: str, output: str, resume: str | None) -> int:
-    stderr = Console(stderr=True)
+    stderr = SafeConsole(stderr=True)
     redact = Redactor.from_settings(settings, os.environ)
     model = make_model(settings)
     session = open_transcript(settings, resume, stderr)
     record = RunRecord()
-    renderer = EventRenderer(stderr, verbosity=verbosity(settings), stream_answer=False)
+    renderer = EventRenderer(
+        stderr, verbosity=verbosity(settings), stream_answer=False, redact=redact
+    )
     try:
         requests = ServerRequests(
             model, settings.workspace, auto_approve=settings.ui.approval == "yes"
@@ -216,6 +219,7 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
                     f"warning: {redact(problem)}", markup=False, highlight=False, style="yellow"
                 )
             agent = build_agent(settings, registry, model, None, session, catalog)
+            requests.on_usage = agent.count_usage
             async for event in agent.run(request):
                 record.add(event)
                 renderer.handle(event)

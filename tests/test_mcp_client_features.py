@@ -21,7 +21,7 @@ from agent.approval import ApprovalPolicy
 from agent.catalog import Catalog
 from agent.config import ServerConfig, Settings
 from agent.events import ToolProgress
-from agent.llm import OpenAIModel
+from agent.llm import OpenAIModel, Usage
 from agent.memory import Memory
 from agent.react import Agent
 from agent.server_requests import ServerRequests
@@ -55,7 +55,7 @@ async def registry(requests: ServerRequests, tmp_path: Path) -> AsyncIterator[To
         servers=(ServerConfig(name="main", type="stdio", command=command, args=tuple(args)),),
         state_dir=tmp_path / "state",
     )
-    async with ToolRegistry(settings, callbacks=requests.callbacks()) as reg:
+    async with ToolRegistry(settings, callbacks=requests.callbacks) as reg:
         assert await reg.connect_all() == []
         yield reg
 
@@ -64,6 +64,8 @@ async def test_sampling_is_answered_by_our_model_with_the_servers_limits(
     registry: ToolRegistry, requests: ServerRequests, llm: ScriptedLLM
 ) -> None:
     requests.auto_approve = True  # --yes
+    spent: list[Usage] = []
+    requests.on_usage = spent.append
     llm.add(text("a haiku about tests"))
     observation = await registry.call(
         "main__trigger-sampling-request", {"prompt": "write a haiku", "maxTokens": 64}
@@ -74,6 +76,7 @@ async def test_sampling_is_answered_by_our_model_with_the_servers_limits(
     assert sent["max_tokens"] == 64
     assert sent["messages"][0]["role"] == "system"  # the server's system prompt
     assert "write a haiku" in sent["messages"][-1]["content"]
+    assert spent == [Usage(12, 7)]  # counted with the run (JSON usage, /usage)
     llm.assert_complete()
 
 
@@ -168,7 +171,7 @@ async def test_elicitation_form_is_asked_field_by_field(
         "",  # legacy titled enum: default
     ]
     screen, _ = await drive_repl(registry, requests, model, "".join(a + "\r" for a in answers))
-    assert "A server asks you:" in screen
+    assert "Server 'main' asks you:" in screen
     for complaint in ("required", "answer yes or no", "enter a whole number", "choose from"):
         assert complaint in screen
     result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
@@ -201,10 +204,26 @@ async def test_sampling_is_shown_and_approved_in_the_repl(
     policy = ApprovalPolicy(mode="ask")
     # "y" to run the tool, then "y" to send the server's request to the model
     screen, _ = await drive_repl(registry, requests, model, "joke please\ry\ry\r", policy)
-    assert "A server asks the model:" in screen and "tell a joke" in screen
+    assert "Server 'main' asks the model" in screen and "tell a joke" in screen
     tool_result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
     assert "sampled by the scripted model" in tool_result
     llm.assert_complete()
+
+
+async def test_approve_ask_in_the_repl_brings_back_the_sampling_question(
+    registry: ToolRegistry, requests: ServerRequests, llm: ScriptedLLM
+) -> None:
+    """Started with --yes, then /approve ask: servers' sampling requests are asked again."""
+    requests.auto_approve = True
+    sample = calls(("main__trigger-sampling-request", {"prompt": "tell a joke", "maxTokens": 20}))
+    model = FakeModel([sample, answer("done")])
+    # /approve ask; the request; "y" to run the tool; "n" to the server's sampling request
+    keys = "/approve ask\rjoke please\ry\rn\r"
+    screen, _ = await drive_repl(registry, requests, model, keys, ApprovalPolicy(mode="yes"))
+    assert "Server 'main' asks the model" in screen
+    tool_result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+    assert "declined" in tool_result
+    assert llm.requests == []  # the model was never asked on the server's behalf
 
 
 STATIC_DOC = "demo://resource/static/document/architecture.md"
@@ -309,7 +328,7 @@ async def test_url_elicitation_shows_the_link_and_can_be_declined(
     arguments = {"url": link, "message": "Sign in to continue", "elicitationId": "el-1"}
     model = FakeModel([calls(("main__trigger-url-elicitation", arguments)), answer("ok")])
     screen, _ = await drive_repl(registry, requests, model, "sign me in\rn\r")
-    assert "A server asks you to open a link:" in screen
+    assert "Server 'main' asks you to open a link:" in screen
     assert "Sign in to continue" in screen and link in screen
     result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
     assert "decline" in result.lower()

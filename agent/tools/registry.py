@@ -119,7 +119,7 @@ def make_server(
     log_dir: Path,
     environ: Mapping[str, str],
     message_handler: MessageHandler | None = None,
-    callbacks: ClientCallbacks | None = None,
+    callbacks: Callable[[str], ClientCallbacks] | None = None,
     redactor: Redactor = PATTERNS_ONLY,
 ) -> ToolServer:
     if config.type == "openapi":
@@ -132,7 +132,7 @@ def make_server(
         log_dir=log_dir,
         environ=environ,
         message_handler=message_handler,
-        callbacks=callbacks,
+        callbacks=callbacks(config.name) if callbacks is not None else None,
         redactor=redactor,
     )
 
@@ -146,8 +146,9 @@ class ToolRegistry:
         *,
         environ: Mapping[str, str] | None = None,
         reserved_names: Iterable[str] = (),
-        callbacks: ClientCallbacks | None = None,
+        callbacks: Callable[[str], ClientCallbacks] | None = None,
     ) -> None:
+        """`callbacks(server_name)` answers that server's requests (sampling, ...)."""
         self.settings = settings
         self._environ = os.environ if environ is None else environ
         self._reserved = frozenset(reserved_names)

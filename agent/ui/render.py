@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,8 +109,17 @@ class EventRenderer:
     spinner with elapsed time; on a pipe or a dumb terminal everything is printed once.
     """
 
-    def __init__(self, console: Console, *, verbosity: int = NORMAL, stream_answer: bool) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        verbosity: int = NORMAL,
+        stream_answer: bool,
+        redact: Callable[[str], str] = str,
+    ) -> None:
         self.console = console
+        # Masks the settings' secrets in what the traces show (tool output, errors, notices).
+        self.redact = redact
         self.verbosity = verbosity
         self.stream_answer = stream_answer
         self.animate = console.is_terminal and not console.is_dumb_terminal
@@ -200,9 +209,10 @@ class EventRenderer:
         if event.discarded_text:
             self._end_stream()
         if self.verbosity >= NORMAL:
+            void = "; the text above was cut short and is discarded" if event.discarded_text else ""
             line = Text(
-                f"model request failed ({event.reason}); retry {event.attempt} "
-                f"in {event.delay:.1f} s",
+                f"model request failed ({self.redact(event.reason)}); retry {event.attempt} "
+                f"in {event.delay:.1f} s{void}",
                 style="yellow",
             )
             self.console.print(line)
@@ -241,7 +251,7 @@ class EventRenderer:
         running = self._activity.running.get(event.call_id)
         if running is not None:
             running.progress, running.total = event.progress, event.total
-            running.message = event.message
+            running.message = self.redact(event.message) if event.message else None
         if self.animate:
             return  # drawn by the activity region
         now = time.monotonic()
@@ -249,7 +259,7 @@ class EventRenderer:
             return
         self._progress_shown[event.call_id] = now
         total = f"/{event.total:g}" if event.total else ""
-        msg = f" {event.message}" if event.message else ""
+        msg = f" {self.redact(event.message)}" if event.message else ""
         self._print(Text(f"  … {event.progress:g}{total}{msg}", style="dim"))
 
     def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
@@ -265,10 +275,11 @@ class EventRenderer:
         head.append(event.tool, style="bold")
         head.append(f" {event.duration_ms:.0f} ms", style="dim")
         self.console.print(head)
+        output = self.redact(event.output)
         if self.verbosity >= VERBOSE:
-            self.console.print(Text(strip_marker(event.output)), soft_wrap=True)
+            self.console.print(Text(strip_marker(output)), soft_wrap=True)
             return
-        shown, more = summary(event.output)
+        shown, more = summary(output)
         body = Text(_indent(shown), style="red" if event.is_error else "dim")
         if more:
             body.append(f"\n    … {more} more lines", style="dim italic")
@@ -277,12 +288,12 @@ class EventRenderer:
     def _on_notice(self, event: Notice) -> None:
         if self.verbosity >= NORMAL or event.level == "warning":
             style = "yellow" if event.level == "warning" else "dim"
-            self.console.print(Text(event.message, style=style))
+            self.console.print(Text(self.redact(event.message), style=style))
 
     def _on_run_finished(self, event: RunFinished) -> None:
         self.close()
         if event.status == "error" and event.error:
-            self.console.print(Text(f"error: {event.error}", style="bold red"))
+            self.console.print(Text(f"error: {self.redact(event.error)}", style="bold red"))
         elif event.status == "max_steps":
             self.console.print(Text(f"stopped: {event.error}", style="yellow"))
 

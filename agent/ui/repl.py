@@ -36,6 +36,7 @@ from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, to_markdown
 from agent.ui.render import EventRenderer, compact_json
+from agent.ui.safe import SafeConsole
 
 Handler = Callable[[str], Awaitable[bool | None]]
 STATE_STYLES = {
@@ -293,7 +294,10 @@ class Repl:
     async def approve_sampling(self, request: SamplingRequest) -> bool:
         if self.agent.approval.mode == "yes":
             return True
-        self.console.print(Text("A server asks the model:", style="bold yellow"))
+        heat = "" if request.temperature is None else f", temperature {request.temperature:g}"
+        self.console.print(
+            Text(f"Server '{request.server}' asks the model{heat}:", style="bold yellow")
+        )
         if request.system_prompt:
             self.console.print(Text(f"  system: {request.system_prompt[:300]}", style="dim"))
         for message in request.messages:
@@ -303,17 +307,17 @@ class Repl:
         answer = await self.question(f"Send it (max {request.max_tokens} tokens)? [y]es / [n]o: ")
         return (answer or "").lower() in ("y", "yes")
 
-    async def elicit_url(self, message: str, url: str) -> ElicitAnswer:
-        self.console.print(Text("A server asks you to open a link:", style="bold yellow"))
+    async def elicit_url(self, server: str, message: str, url: str) -> ElicitAnswer:
+        self.console.print(Text(f"Server '{server}' asks you to open a link:", style="bold yellow"))
         self.console.print(Text(f"  {message}\n  {url}"))
         answer = await self.question("Done? [y]es (opened it) / [n]o (decline): ")
         if answer is None:
             return ElicitAnswer("cancel")
         return ElicitAnswer("accept" if answer.lower() in ("y", "yes") else "decline")
 
-    async def elicit_form(self, message: str, schema: dict[str, Any]) -> ElicitAnswer:
+    async def elicit_form(self, server: str, message: str, schema: dict[str, Any]) -> ElicitAnswer:
         """Ask field by field, with the schema's types, choices and defaults."""
-        self.console.print(Text("A server asks you:", style="bold yellow"))
+        self.console.print(Text(f"Server '{server}' asks you:", style="bold yellow"))
         self.console.print(Text(f"  {message}"))
         answer = await self.question("Answer it? [y]es / [n]o (decline) / [c]ancel: ")
         if answer is None or answer.lower() in ("c", "cancel"):
@@ -632,7 +636,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         verbosity,
     )
 
-    console = Console()
+    console = SafeConsole()
     model = make_model(settings)
     loaded = open_transcript(settings, resume, console)
     try:
@@ -644,15 +648,21 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         requests = ServerRequests(
             model, settings.workspace, auto_approve=settings.ui.approval == "yes"
         )
-        async with connected(settings, Console(stderr=True), requests) as registry:
-            renderer = EventRenderer(console, verbosity=verbosity(settings), stream_answer=True)
+        async with connected(settings, SafeConsole(stderr=True), requests) as registry:
+            renderer = EventRenderer(
+                console,
+                verbosity=verbosity(settings),
+                stream_answer=True,
+                redact=registry.redact,
+            )
             holder: list[Repl] = []
 
             async def ask(request: ApprovalRequest) -> Decision:
                 return await holder[0].ask(request)
 
-            catalog = await open_catalog(registry, Console(stderr=True))
+            catalog = await open_catalog(registry, SafeConsole(stderr=True))
             agent = build_agent(settings, registry, model, ask, loaded, catalog)
+            requests.on_usage = agent.count_usage
             repl = Repl(
                 console, session, agent, registry, settings, renderer, loaded.transcript, catalog
             )

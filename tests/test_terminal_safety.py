@@ -1,0 +1,95 @@
+"""Text we do not control can never drive the user's terminal or show a secret.
+
+Tool output, server text and model errors reach the screen through SafeConsole (escape
+sequences shown as `\\x1b`, never executed) and the renderer's redactor (secrets masked).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.events import RunFinished, ToolCallFinished, Usage
+from agent.redact import MASK, Redactor
+from agent.ui.render import EventRenderer
+from agent.ui.safe import SafeConsole, clean
+from tests.fake_llm import ScriptedLLM, error, text, tool_calls
+from tests.servers import REPO_ROOT
+
+ESCAPES = "\x1b[31mRED\x1b[0m \x1b[2J \x1b]0;PWNED\x07 \u202eevil"
+KEY = "sk-test-terminal-0123456789"
+
+
+def test_clean_shows_control_characters_and_keeps_lines() -> None:
+    assert clean("a\tb\nc") == "a\tb\nc"
+    assert clean("x\r\ny") == "x\ny"
+    assert clean("\x1b[31mred") == "\\x1b[31mred"
+    assert clean("\x9b2J \u202e") == "\\x9b2J \\u202e"
+
+
+def test_tool_output_escapes_are_shown_not_executed_on_a_color_terminal() -> None:
+    out = io.StringIO()
+    console = SafeConsole(file=out, force_terminal=True, color_system="standard", width=100)
+    renderer = EventRenderer(console, stream_answer=True)
+    output = f"[bold red]x[/] {ESCAPES}"
+    renderer.handle(ToolCallFinished("c1", "s__t", "s", "t", {}, output, False, 3.0))
+    screen = out.getvalue()
+    assert "\x1b[31mRED" not in screen and "\x1b]0;" not in screen and "\x1b[2J" not in screen
+    assert "\\x1b[31mRED\\x1b[0m \\x1b[2J \\x1b]0;PWNED" in screen
+    assert "\\u202eevil" in screen
+    assert "[bold red]x[/]" in screen  # markup stays literal
+    assert "\x1b[" in screen  # rich's own colours still work
+
+
+def test_errors_and_tool_output_on_the_trace_are_redacted() -> None:
+    out = io.StringIO()
+    redact = Redactor.of([KEY])
+    renderer = EventRenderer(SafeConsole(file=out, width=200), stream_answer=False, redact=redact)
+    renderer.handle(ToolCallFinished("c1", "s__t", "s", "t", {}, f"key={KEY}", False, 1.0))
+    renderer.handle(RunFinished("error", None, 1, Usage(), f"HTTP 400: bad key {KEY}"))
+    screen = out.getvalue()
+    assert KEY not in screen
+    assert screen.count(MASK) == 2
+
+
+def run_cli(args: list[str], cwd: Path, base_url: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    env |= {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": KEY}
+    env |= {"MCP_AGENT_STATE_DIR": str(cwd / "state"), "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_model_error_quoting_the_api_key_is_masked_on_stderr(tmp_path: Path, output: str) -> None:
+    with ScriptedLLM(error(400, f"bad request for key {KEY}")) as llm:
+        done = run_cli(["-p", "hi", "--output", output], tmp_path, llm.base_url)
+    assert done.returncode == 1
+    assert KEY not in done.stderr and KEY not in done.stdout
+    assert "bad request for key" in done.stderr
+    if output == "json":
+        assert MASK in json.loads(done.stdout)["error"]
+
+
+def test_escape_sequences_from_a_tool_stay_inert_in_the_single_shot_trace(tmp_path: Path) -> None:
+    command = r"printf '\033[31mRED\033[0m \033]0;PWNED\007 done\n'"
+    script = [tool_calls(("local__bash", {"command": command})), text("finished")]
+    with ScriptedLLM(*script) as llm:
+        done = run_cli(["-p", "colour me", "--yes"], tmp_path, llm.base_url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "finished\n"
+    assert "\x1b" not in done.stderr
+    assert "\\x1b[31mRED\\x1b[0m" in done.stderr
