@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import urllib.parse
 from typing import Any
 
 import httpx2
@@ -19,29 +20,63 @@ from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.base import ProgressFn, ToolServer, ToolSpec
 
 _METHODS = ("post", "get", "put", "patch", "delete")
-_MAX_REF_DEPTH = 20
+# $ref hops along one branch; a longer chain is cut like a cycle (it would be one in practice).
+_MAX_REF_HOPS = 32
+_PATH_PARAM = re.compile(r"\{([^{}]+)\}")
+_DOT_SEGMENTS = ("", ".", "..")  # would be normalized away by the URL, changing the path
 
 
-def resolve_refs(node: Any, root: dict[str, Any], depth: int = 0) -> Any:
-    """Inline local `#/...` references (bounded, so cyclic schemas cannot loop forever)."""
-    if depth > _MAX_REF_DEPTH:
-        return {}
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/"):
-            target: Any = root
-            for part in ref[2:].split("/"):
-                target = (
-                    target.get(part.replace("~1", "/").replace("~0", "~"), {})
-                    if isinstance(target, dict)
-                    else {}
-                )
-            merged = {k: v for k, v in node.items() if k != "$ref"}
-            return resolve_refs({**target, **merged}, root, depth + 1)
-        return {k: resolve_refs(v, root, depth + 1) for k, v in node.items()}
+def resolve_refs(node: Any, root: dict[str, Any], chain: tuple[str, ...] = ()) -> Any:
+    """Inline local `#/...` references; cut only cycles (and absurdly long ref chains).
+
+    `chain` is the refs being expanded above this node, so nesting depth itself is never
+    limited: only a ref that is already being expanded (a cycle) is replaced, and only that
+    node, by a permissive object schema. Scalars are returned untouched, keeping the schema
+    valid JSON Schema (a model API rejects e.g. `{"type": {}}`).
+    """
     if isinstance(node, list):
-        return [resolve_refs(v, root, depth + 1) for v in node]
-    return node
+        return [resolve_refs(v, root, chain) for v in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if not (isinstance(ref, str) and ref.startswith("#/")):
+        return {k: resolve_refs(v, root, chain) for k, v in node.items()}
+    siblings = {k: v for k, v in node.items() if k != "$ref"}
+    if ref in chain or len(chain) >= _MAX_REF_HOPS:
+        name = ref.rsplit("/", 1)[-1]
+        return {**siblings, "type": "object", "description": f"(recursive: {name})"}
+    target = _ref_target(ref, root)
+    return resolve_refs({**target, **siblings}, root, (*chain, ref))
+
+
+def _ref_target(ref: str, root: dict[str, Any]) -> dict[str, Any]:
+    """The schema a `#/a/b` pointer names; `{}` (anything) when it names no object."""
+    target: Any = root
+    for part in ref[2:].split("/"):
+        key = part.replace("~1", "/").replace("~0", "~")
+        target = target.get(key) if isinstance(target, dict) else None
+    return target if isinstance(target, dict) else {}
+
+
+def fill_path(path: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
+    """Put path parameters into `path`, each percent-encoded as one whole segment.
+
+    Returns (path, the remaining arguments), or an error message. Encoding with no safe
+    characters means a value can neither add segments (`../admin`) nor a query (`x?a=1`);
+    values that are dot segments or empty are refused because URLs normalize them away.
+    The caller's dict is never changed: it is what transcripts and JSON output show.
+    """
+    rest = dict(arguments)
+    names = _PATH_PARAM.findall(path)
+    missing = [n for n in names if rest.get(n) is None]
+    if missing:
+        return f"missing required path parameter(s): {', '.join(missing)}"
+    values = {n: str(rest.pop(n)) for n in names}
+    bad = [n for n, v in values.items() if v in _DOT_SEGMENTS]
+    if bad:
+        return f"path parameter(s) {', '.join(bad)} cannot be empty, '.' or '..'"
+    filled = _PATH_PARAM.sub(lambda m: urllib.parse.quote(values[m.group(1)], safe=""), path)
+    return filled, rest
 
 
 def _tool_name(method: str, path: str, op: dict[str, Any]) -> str:
@@ -103,7 +138,8 @@ class OpenAPIServer(ToolServer):
                 if not isinstance(op, dict):
                     continue
                 name = _tool_name(method, path, op)
-                schema, has_body = _input_schema(op, doc)
+                shared = item.get("parameters") if isinstance(item.get("parameters"), list) else []
+                schema, has_body = _input_schema(op, doc, shared)
                 self._routes[name] = (method, path, has_body)
                 self._specs.append(
                     ToolSpec(
@@ -135,43 +171,60 @@ class OpenAPIServer(ToolServer):
         if route is None:
             return _error(f"unknown tool '{name}'")
         method, path, has_body = route
-        url = path.lstrip("/")
-        for key in list(arguments):
-            if "{" + key + "}" in url:
-                url = url.replace("{" + key + "}", str(arguments.pop(key)))
+        filled = fill_path(path, arguments)
+        if isinstance(filled, str):
+            return _error(f"tool '{name}': {filled}")
+        url, rest = filled
         try:
             response = await self._http.request(
                 method.upper(),
-                url,
-                json=arguments if has_body else None,
-                params=None if has_body else arguments,
+                url.lstrip("/"),
+                json=rest if has_body else None,
+                params=None if has_body else rest,
                 timeout=timeout,
             )
         except httpx2.TimeoutException:
             return _error(f"tool '{name}' timed out after {timeout:g} s")
         except httpx2.HTTPError as exc:
             return _error(self.redact(f"tool '{name}': request failed: {exc}"))
-        result = _result(name, response)
-        if result.is_error:  # the error text may echo what we sent
-            return _error(self.redact(str(getattr(result.content[0], "text", ""))))
-        return result
+        return _result(name, response, self.redact)
 
 
-def _input_schema(op: dict[str, Any], doc: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def _input_schema(
+    op: dict[str, Any], doc: dict[str, Any], shared: list[Any]
+) -> tuple[dict[str, Any], bool]:
+    """The tool's arguments: a JSON body's schema (plus path parameters), or the parameters.
+
+    Path parameters join a body's schema too, or the model could never fill them in.
+    """
+    params = _parameters([*shared, *(op.get("parameters") or [])], doc)
     body = ((op.get("requestBody") or {}).get("content") or {}).get("application/json") or {}
     if body.get("schema"):
         schema = resolve_refs(body["schema"], doc)
         if isinstance(schema, dict) and schema.get("type", "object") == "object":
-            return schema, True
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for param in op.get("parameters") or []:
+            path_params = [p for p in params if p["in"] == "path"]
+            return _with_params(schema, path_params) if path_params else schema, True
+    return _with_params({"type": "object", "properties": {}}, params), False
+
+
+def _parameters(raw: list[Any], doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Query and path parameters, resolved; an operation's override its path item's."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for param in raw:
         param = resolve_refs(param, doc)
-        if isinstance(param, dict) and param.get("in") in ("query", "path"):
-            props[param["name"]] = param.get("schema") or {"type": "string"}
-            if param.get("required"):
-                required.append(param["name"])
-    return {"type": "object", "properties": props, "required": required}, False
+        if isinstance(param, dict) and param.get("in") in ("query", "path") and param.get("name"):
+            found[(param["name"], param["in"])] = param
+    return list(found.values())
+
+
+def _with_params(schema: dict[str, Any], params: list[dict[str, Any]]) -> dict[str, Any]:
+    props = dict(schema.get("properties") or {})
+    required = list(schema.get("required") or [])
+    for param in params:
+        props[param["name"]] = param.get("schema") or {"type": "string"}
+        if (param.get("required") or param["in"] == "path") and param["name"] not in required:
+            required.append(param["name"])
+    return {**schema, "type": "object", "properties": props, "required": required}
 
 
 def _detail(response: httpx2.Response) -> str:
@@ -184,20 +237,27 @@ def _detail(response: httpx2.Response) -> str:
     return f": {json.dumps(detail, ensure_ascii=False)[:300]}"
 
 
+# Hints are ours and must survive redaction (which masks `Bearer <4+ chars>` and
+# `Authorization: <value>`), so they never write a header the way it is sent.
 _STATUS_HINTS = {
-    401: 'authentication required: set the server\'s "key" in mcp.json or pass '
-    "-H 'Authorization: Bearer ...'",
+    401: 'authentication required: set the server\'s "key" in mcp.json, or pass -H with an '
+    'Authorization header whose value is "Bearer <token>"',
     403: "the key was rejected: check the server's key",
     404: "no such operation on the server",
     422: "the arguments do not match the tool's schema",
 }
 
 
-def _result(name: str, response: httpx2.Response) -> types.CallToolResult:
+def _result(name: str, response: httpx2.Response, redact: Redactor) -> types.CallToolResult:
+    """The response as a tool result; on HTTP errors, our hint plus the server's redacted detail.
+
+    Only the detail is redacted: it may echo what we sent (a key), while the hint is ours.
+    """
     if response.status_code >= 400:
         hint = _STATUS_HINTS.get(response.status_code, "the server failed")
         return _error(
-            f"tool '{name}' failed with HTTP {response.status_code} ({hint}){_detail(response)}"
+            f"tool '{name}' failed with HTTP {response.status_code} ({hint})"
+            f"{redact(_detail(response))}"
         )
     try:
         value = response.json()
