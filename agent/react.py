@@ -7,6 +7,7 @@ never prints; front ends consume its events.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -309,7 +310,9 @@ class Agent:
             started = time.perf_counter()
 
             async def progress(done: float, total: float | None, message: str | None) -> None:
-                await send.send(ToolProgress(call.id, done, total, message))
+                # A server may report progress after the call ended (or was given up on).
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await send.send(ToolProgress(call.id, done, total, message))
 
             if refusal is not None:
                 observation = error_observation(None, refusal)

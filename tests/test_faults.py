@@ -269,6 +269,41 @@ async def test_frozen_server_never_holds_a_call_beyond_timeout_plus_one(tmp_path
             assert not again.is_error
 
 
+def pid_listening_on(port: int) -> int:
+    """The test server started with `--port PORT` (its command line says so)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if f"--port\0{port}\0".encode() in cmdline.read_bytes():
+                return int(cmdline.parent.name)
+        except OSError:
+            continue
+    raise AssertionError(f"no process serves port {port}")
+
+
+async def test_frozen_http_server_never_holds_a_call_beyond_timeout_plus_one(
+    tmp_path: Path,
+) -> None:
+    """Over HTTP the SDK's courtesy cancel to a frozen server can block for 5 s more."""
+    port = free_port()
+    with http_server_on("bundled-http", port, tmp_path, tmp_path / "http.log") as url:
+        server = ServerConfig(name="net", type="http", url=url, tool_timeout=1)
+        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
+            with anyio.fail_after(60):
+                assert await registry.connect_all() == []
+                pid = pid_listening_on(port)
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    for _ in range(2):  # the second call meets the stuck connection
+                        started = time.monotonic()
+                        obs = await registry.call("net__get_current_time", {})
+                        assert time.monotonic() - started < 2.0
+                        assert obs.is_error and "timed out after 1 s" in obs.text
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+                again = await registry.call("net__get_current_time", {})
+                assert not again.is_error, again.text
+
+
 # --------------------------------------------------------------------------- what comes back
 
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import mcp.types as types
@@ -39,9 +39,10 @@ NAME_LIMIT = 64
 REFRESH_DEBOUNCE = 0.25  # server-everything sends five list_changed in a burst at connect
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 DESCRIPTION_LIMIT = 2000
-CALL_GRACE = 1.0  # seconds past tool_timeout before we stop waiting for a hung server
+CALL_GRACE = 0.5  # seconds past tool_timeout before we stop waiting for a hung server
 SETTLE_TIMEOUT = 10.0  # longest a model request waits for announced re-listings
 
+T = TypeVar("T")
 ListKind = Literal["tools", "prompts", "resources"]
 ListListener = Callable[[str, ListKind], Awaitable[None]]
 _LIST_CHANGED: dict[type, ListKind] = {
@@ -356,10 +357,10 @@ class ToolRegistry:
         try:
             with anyio.fail_after(server.connect_timeout * MAX_ATTEMPTS + 10):
                 await server.ensure_connected()
-            with anyio.fail_after(timeout + CALL_GRACE):
-                result = await server.call_tool(
-                    spec.name, arguments, timeout=timeout, progress=progress
-                )
+            result = await self._detached(
+                lambda: server.call_tool(spec.name, arguments, timeout=timeout, progress=progress),
+                timeout + CALL_GRACE,
+            )
         except TimeoutError:
             return error_observation(
                 spec.server, f"tool '{spec.name}' timed out after {timeout:g} s"
@@ -376,6 +377,42 @@ class ToolRegistry:
                 spec.server, f"tool '{spec.name}' failed: {server.status.error}"
             )
         return to_observation(result, spec.server, self.settings.agent.max_observe)
+
+    async def _detached(self, call: Callable[[], Awaitable[T]], deadline: float) -> T:
+        """Await `call` in a task of its own, giving up on it after `deadline` seconds.
+
+        When a request times out the SDK tells the server with a shielded notification that
+        may wait seconds on a frozen server; a caller awaiting the call directly would wait
+        with it. Here the caller leaves at the deadline (or when cancelled, e.g. Ctrl-C)
+        and that cleanup ends in the background.
+        """
+        assert self._tg is not None, "use the registry inside `async with`"
+        outcome: list[tuple[bool, Any]] = []
+        done = anyio.Event()
+        scope = anyio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                try:
+                    outcome.append((True, await call()))
+                except Exception as exc:  # noqa: BLE001 - handed to the caller as is
+                    outcome.append((False, exc))
+                finally:
+                    done.set()
+
+        self._tg.start_soon(run)
+        try:
+            with anyio.fail_after(deadline):
+                await done.wait()
+        finally:
+            if not done.is_set():
+                scope.cancel()
+        if not outcome:
+            raise TimeoutError  # cancelled from outside before it answered
+        ok, value = outcome[0]
+        if ok:
+            return value  # type: ignore[no-any-return]
+        raise value
 
     def _stopped_message(self, spec: ToolSpec, exc: ServerStopped) -> str:
         head = (
