@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 
 BACKOFF = (0.5, 1.0, 2.0, 4.0)
 MAX_RETRY_AFTER = 20.0
-RETRYABLE_STATUS = frozenset({408, 409, 429})
+RETRYABLE_STATUS = frozenset({408, 429})  # and every 5xx
+# An endpoint we cannot connect to is reported within this many seconds, retries included:
+# a refused port or a black-holed host will not start answering between two retries.
+CONNECT_BUDGET = 10.0
 CONTEXT_OVERFLOW_HINTS = (
     "context_length_exceeded",
     "context length",
@@ -88,10 +91,11 @@ class ChatModel(Protocol):
 
 
 class _Retryable(Exception):
-    def __init__(self, reason: str, delay: float | None = None) -> None:
+    def __init__(self, reason: str, delay: float | None = None, *, connect: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.delay = delay
+        self.connect = connect  # no connection was made: bounded by CONNECT_BUDGET
 
 
 @dataclass
@@ -155,6 +159,7 @@ class OpenAIModel:
         stream: bool = True,
         max_retries: int = 3,
         extra_headers: dict[str, str] | None = None,
+        connect_budget: float = CONNECT_BUDGET,
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -164,6 +169,7 @@ class OpenAIModel:
         self.connect_timeout = connect_timeout
         self.streaming = stream
         self.max_retries = max_retries
+        self.connect_budget = connect_budget
         self._api_key = api_key
         self._extra_headers = extra_headers or {}
         self._client: AsyncOpenAI | None = None
@@ -207,8 +213,10 @@ class OpenAIModel:
         """Stream one reply. `overrides` (max_tokens, temperature, stop) apply to this request
         only: a server's sampling request sets its own."""
         params = {**self._params(messages, tools), **(overrides or {})}
+        started = time.monotonic()
         for attempt in range(1, self.max_retries + 2):
             streamed = False
+            attempt_started = time.monotonic()
             try:
                 once = self._stream_once(params) if self.streaming else self._complete_once(params)
                 async for item in once:
@@ -217,9 +225,11 @@ class OpenAIModel:
                     yield item
                 return
             except _Retryable as exc:
-                if attempt > self.max_retries:
-                    raise ModelError(self._gave_up(exc.reason, attempt)) from None
                 delay = exc.delay if exc.delay is not None else BACKOFF[attempt - 1]
+                now = time.monotonic()  # another attempt would take about as long as this one
+                next_ends = now - started + delay + (now - attempt_started)
+                if attempt > self.max_retries or (exc.connect and next_ends > self.connect_budget):
+                    raise ModelError(self._gave_up(exc.reason, attempt)) from None
                 yield RetryNotice(attempt, delay, exc.reason, streamed)
                 await anyio.sleep(delay)
 
@@ -228,7 +238,8 @@ class OpenAIModel:
         hint = ""
         if "connect" in reason or "refused" in reason:
             hint = "; check --base-url / OPENAI_BASE_URL and that the server is running"
-        return f"model request to {where} failed after {attempts} attempts: {reason}{hint}"
+        tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        return f"model request to {where} failed after {tries}: {reason}{hint}"
 
     async def _stream_once(self, params: dict[str, Any]) -> AsyncIterator[str | Reply]:
         content: list[str] = []
@@ -334,9 +345,13 @@ class _ErrorMapper:
         import openai
 
         if isinstance(exc, openai.APITimeoutError):
+            if _caused_by(exc, "ConnectTimeout"):
+                reason = f"could not connect within {self.model.connect_timeout:g} s"
+                raise _Retryable(reason, connect=True) from None
             raise _Retryable(f"timed out after {self.model.request_timeout:g} s") from None
         if isinstance(exc, openai.APIConnectionError):
-            raise _Retryable(f"connection failed ({_root_cause(exc)})") from None
+            connect = _caused_by(exc, "ConnectError")  # refused, DNS: nothing was sent
+            raise _Retryable(f"connection failed ({_root_cause(exc)})", connect=connect) from None
         if isinstance(exc, openai.APIStatusError):
             raise self._status_error(exc) from None
         if isinstance(exc, openai.APIResponseValidationError | ValueError):
@@ -390,6 +405,16 @@ def _error_message(exc: Any) -> str:
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _caused_by(exc: BaseException, name: str) -> bool:
+    """Whether an exception of the class `name` is in exc's chain of causes (httpx2 types)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if type(cause).__name__ == name:
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _root_cause(exc: BaseException) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -185,6 +188,45 @@ async def test_refused_connection_gives_up_quickly_with_a_hint() -> None:
     with pytest.raises(ModelError, match=r"connection failed.*--base-url"):
         await collect(model)
     assert anyio.current_time() - started < 10
+
+
+@contextlib.contextmanager
+def black_hole() -> Iterator[str]:
+    """A port whose accept queue is full: new connections hang, as to a dropped host."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(4):  # Linux keeps backlog + 1 connections waiting; then SYNs are dropped
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        fillers.append(filler)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        for sock in (*fillers, listener):
+            sock.close()
+
+
+async def test_an_endpoint_that_never_answers_connects_is_reported_within_the_budget() -> None:
+    """Connect timeouts share one budget (10 s by default), not one per retry."""
+    with black_hole() as url:
+        model = OpenAIModel(
+            base_url=url, api_key="k", model="m", connect_timeout=0.5, connect_budget=2.0
+        )
+        started = anyio.current_time()
+        with pytest.raises(ModelError, match=r"could not connect within 0.5 s.*--base-url"):
+            await collect(model)
+        assert anyio.current_time() - started < 2.0
+
+
+async def test_409_is_not_retried() -> None:
+    with ScriptedLLM(error(409, "conflict"), text("never")) as llm:
+        with pytest.raises(ModelError, match="409"):
+            await collect(model_for(llm))
+        assert len(llm.requests) == 1
 
 
 async def test_cancellation_is_not_swallowed() -> None:
