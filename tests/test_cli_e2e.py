@@ -217,3 +217,15 @@ def test_resource_reference_in_a_single_shot_request(
     sent = llm.requests[0]["messages"][-1]["content"]
     assert sent.startswith(f"summarise @main:{doc}\n\n") and "untrusted data" in sent
     assert "read_resource" in {t["function"]["name"] for t in llm.requests[0]["tools"]}
+
+
+def test_interactive_with_piped_lines_runs_each_line_as_a_turn(tmp_path: Path) -> None:
+    """`-i` on a pipe: lines end in LF, not a terminal's CR, and each one is still a turn."""
+    with ScriptedLLM(text("first answer"), text("second answer")) as llm:
+        proc = run_cli(["-i"], tmp_path, base_url=llm.base_url, stdin="hello\nagain\n/usage\n")
+        llm.assert_complete()
+        second = llm.messages(1)
+    assert proc.returncode == 0, proc.stderr
+    assert "first answer" in proc.stdout and "second answer" in proc.stdout
+    assert [m["content"] for m in second if m["role"] == "user"] == ["hello", "again"]
+    assert "session" in proc.stdout  # /usage ran too

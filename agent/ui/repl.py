@@ -13,6 +13,7 @@ import difflib
 import json
 import shlex
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import anyio
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console
@@ -55,8 +57,12 @@ class Command:
     handler: Handler
 
 
-def input_key_bindings() -> KeyBindings:
-    """Enter sends; Esc-Enter, or Enter after a trailing backslash, starts a new line."""
+def input_key_bindings(*, piped: bool = False) -> KeyBindings:
+    """Enter sends; Esc-Enter, or Enter after a trailing backslash, starts a new line.
+
+    `piped`: input comes from a pipe or file, whose lines end in LF (Ctrl-J), not the CR a
+    terminal's Enter sends; then each line is sent too.
+    """
     bindings = KeyBindings()
 
     @bindings.add("escape", "enter")
@@ -64,6 +70,7 @@ def input_key_bindings() -> KeyBindings:
         event.current_buffer.insert_text("\n")
 
     @bindings.add("enter")
+    @bindings.add("c-j", filter=Condition(lambda: piped))
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         if buffer.document.text_before_cursor.endswith("\\"):
@@ -556,12 +563,12 @@ class Repl:
         return True
 
 
-def prompt_session(history: History, **io: Any) -> PromptSession[str]:
+def prompt_session(history: History, *, piped: bool = False, **io: Any) -> PromptSession[str]:
     """The REPL's input line; `io` (input=, output=) lets tests drive it headless."""
     return PromptSession(
         history=history,
         multiline=True,
-        key_bindings=input_key_bindings(),
+        key_bindings=input_key_bindings(piped=piped),
         prompt_continuation="  ",
         complete_while_typing=False,
         **io,
@@ -643,7 +650,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         history = FileHistory(str(history_file(settings)))
     except OSError:
         history = InMemoryHistory()
-    session = prompt_session(history)
+    session = prompt_session(history, piped=not sys.stdin.isatty())
     try:
         requests = ServerRequests(
             model, settings.workspace, auto_approve=settings.ui.approval == "yes"
