@@ -248,11 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (typer.BadParameter, typer.Abort) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_usage_message(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         if _is_usage_error(exc):
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {_usage_message(exc)}", file=sys.stderr)
             return EXIT_USAGE
         raise
     return code if isinstance(code, int) else EXIT_OK
@@ -266,6 +266,12 @@ def _resume_default(args: list[str]) -> list[str]:
         if arg == "--resume" and (i + 1 == len(args) or args[i + 1].startswith("-")):
             return [*args[: i + 1], "latest", *args[i + 1 :]]
     return args
+
+
+def _usage_message(exc: BaseException) -> str:
+    """The message with the flag it is about ("Invalid value for '--max-steps': ...")."""
+    format_message = getattr(exc, "format_message", None)
+    return str(format_message()) if callable(format_message) else str(exc)
 
 
 def _is_usage_error(exc: Exception) -> bool:

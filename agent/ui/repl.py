@@ -159,7 +159,7 @@ class Repl:
             ("clear", "forget the conversation", self._clear),
             ("history", "show the conversation so far", self._history),
             ("usage", "tokens used this session", self._usage),
-            ("approve", "show or set approval: /approve [ask|yes]", self._approve),
+            ("approve", "show or set approval: /approve [ask|yes|read-only]", self._approve),
             ("save", "export the conversation as Markdown: /save [file.md]", self._save),
             ("exit", "leave (also Ctrl-D)", self._exit),
             ("quit", "leave", self._exit),
