@@ -200,10 +200,14 @@ def run(
     request = _single_shot_request(prompt, interactive)
     from agent.session import run_repl, run_single  # heavy imports only once settings are valid
 
-    if request is None:
-        code = run_repl(settings, resume=resume)
-    else:
-        code = run_single(settings, request, output=_output(output), resume=resume)
+    try:
+        if request is None:
+            code = run_repl(settings, resume=resume)
+        else:
+            code = run_single(settings, request, output=_output(output), resume=resume)
+    except KeyboardInterrupt:  # typer would turn it into a silent exit 130
+        print("interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     raise typer.Exit(code)
 
 

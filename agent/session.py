@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,7 +25,14 @@ from agent.approval import ApprovalPolicy, AskFn
 from agent.catalog import Catalog
 from agent.config import Settings
 from agent.errors import ConfigError
-from agent.events import Event, RunFinished, ToolCallFinished, ToolCallStarted, Usage
+from agent.events import (
+    Event,
+    RunFinished,
+    StepStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    Usage,
+)
 from agent.llm import OpenAIModel, warm_model_imports
 from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
@@ -37,6 +45,7 @@ from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
 from agent.ui.safe import SafeConsole
 
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
+CUT_SHORT = "cancelled by the user before it finished"
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 
@@ -143,40 +152,60 @@ async def open_catalog(registry: ToolRegistry, stderr: Console) -> Catalog:
 
 @dataclass
 class RunRecord:
-    """What a single-shot run reports in --output json."""
+    """What a single-shot run reports in --output json, even when it is cut short."""
 
     finished: RunFinished | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    steps: int = 0
     _slots: dict[str, int] = field(default_factory=dict)
+    _started: dict[str, float] = field(default_factory=dict)  # unfinished calls: start time
 
     def add(self, event: Event) -> None:
-        if isinstance(event, ToolCallStarted):  # a slot in call order; filled when it finishes
+        if isinstance(event, StepStarted):
+            self.steps = event.step
+        elif isinstance(event, ToolCallStarted):  # a slot in call order; filled when it ends
             self._slots[event.call_id] = len(self.tool_calls)
-            self.tool_calls.append({})
+            self._started[event.call_id] = time.perf_counter()
+            self.tool_calls.append(self._entry(event, CUT_SHORT, True, 0.0))
         elif isinstance(event, ToolCallFinished):
             slot = self._slots.pop(event.call_id, None)
+            self._started.pop(event.call_id, None)
             if slot is None:
                 slot = len(self.tool_calls)
                 self.tool_calls.append({})
-            self.tool_calls[slot] = {
-                "server": event.server or None,
-                "tool": event.tool,
-                "name": event.name,
-                "arguments": event.arguments,
-                "is_error": event.is_error,
-                "output": strip_marker(event.output),
-                "duration_ms": round(event.duration_ms, 1),
-            }
+            output = strip_marker(event.output)
+            self.tool_calls[slot] = self._entry(event, output, event.is_error, event.duration_ms)
         elif isinstance(event, RunFinished):
             self.finished = event
 
-    def to_json(self) -> dict[str, Any]:
-        done = self.finished or RunFinished("cancelled", None, 0, Usage(), "interrupted")
+    @staticmethod
+    def _entry(
+        event: ToolCallStarted | ToolCallFinished, output: str, is_error: bool, ms: float
+    ) -> dict[str, Any]:
+        return {
+            "server": event.server or None,
+            "tool": event.tool,
+            "name": event.name,
+            "arguments": event.arguments,
+            "is_error": is_error,
+            "output": output,
+            "duration_ms": round(ms, 1),
+        }
+
+    def to_json(self, usage_so_far: Usage | None = None) -> dict[str, Any]:
+        """`usage_so_far` (the agent's count) stands in when the run was cut short."""
+        done = self.finished or RunFinished(
+            "cancelled", None, self.steps, usage_so_far or Usage(), "interrupted"
+        )
+        for call_id, at in self._started.items():  # cut short: how long it ran
+            self.tool_calls[self._slots[call_id]]["duration_ms"] = round(
+                (time.perf_counter() - at) * 1000, 1
+            )
         return {
             "answer": done.answer,
             "status": done.status,
             "steps": done.steps,
-            "tool_calls": [call for call in self.tool_calls if call],  # drop never-finished
+            "tool_calls": self.tool_calls,
             "usage": {
                 "prompt_tokens": done.usage.prompt_tokens,
                 "completion_tokens": done.usage.completion_tokens,
@@ -200,6 +229,7 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
     model = make_model(settings)
     session = open_transcript(settings, resume, stderr)
     record = RunRecord()
+    agent: Agent | None = None
     renderer = EventRenderer(
         stderr, verbosity=verbosity(settings), stream_answer=False, redact=redact
     )
@@ -226,7 +256,8 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
     finally:
         renderer.close()
         if output == "json":
-            print(json.dumps(redact.deep(record.to_json()), ensure_ascii=False))
+            so_far = agent.run_usage if agent is not None else None
+            print(json.dumps(redact.deep(record.to_json(so_far)), ensure_ascii=False))
         await model.aclose()
         session.transcript.close()
     done = record.finished

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +231,39 @@ def test_interactive_with_piped_lines_runs_each_line_as_a_turn(tmp_path: Path) -
     assert "first answer" in proc.stdout and "second answer" in proc.stdout
     assert [m["content"] for m in second if m["role"] == "user"] == ["hello", "again"]
     assert "session" in proc.stdout  # /usage ran too
+
+
+def test_ctrl_c_in_a_single_shot_json_run_reports_the_cut_short_call(tmp_path: Path) -> None:
+    """SIGINT during a tool call: exit 130, one line on stderr, JSON that says what ran."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    env |= {"MCP_AGENT_STATE_DIR": str(tmp_path / "state"), "NO_COLOR": "1"}
+    with ScriptedLLM(tool_calls(("local__bash", {"command": "sleep 30"}))) as llm:
+        env |= {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "sk-e2e"}
+        proc = subprocess.Popen(
+            [sys.executable, RUN_MCP, "-p", "sleep", "--yes", "--output", "json"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:  # the call is running once its trace line is out
+                if "local › bash" in line:
+                    break
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130
+    assert "interrupted" in stderr
+    report = json.loads(stdout)
+    assert report["status"] == "cancelled" and report["steps"] == 1
+    assert report["usage"] == {"prompt_tokens": 12, "completion_tokens": 7}
+    [call] = report["tool_calls"]
+    assert call["name"] == "local__bash" and call["is_error"]
+    assert "cancelled" in call["output"] and call["duration_ms"] > 0
