@@ -150,14 +150,38 @@ async def test_server_that_cannot_restart_is_down_with_its_last_stderr_lines(
             started = time.monotonic()
             obs = await registry.call("once__get_current_time", {})
             assert obs.is_error and "unavailable" in obs.text
-            assert time.monotonic() - started < 10  # three attempts with short backoff
+            assert time.monotonic() - started < 10  # four attempts with short backoff
             status = registry.servers["once"].status
             assert status.state == "down" and status.restarts == 0
-            assert "3 reconnect attempts failed" in (status.error or "")
+            assert "4 reconnect attempts failed" in (status.error or "")
             assert "locked by a previous run" in (status.error or "")
             assert any("locked by a previous run" in line for line in status.stderr_tail)
             ok = await registry.call("local__get_current_time", {})
             assert not ok.is_error
+
+
+async def test_a_down_server_is_tried_again_once_its_cool_down_has_passed(
+    tmp_path: Path,
+) -> None:
+    """Down is not forever: a server someone fixed (or redeployed) comes back in-session."""
+    command = once_server_command(tmp_path, tmp_path)
+    settings = settings_for(tmp_path, stdio("once", command, env={"PYTHONPATH": str(REPO_ROOT)}))
+    with anyio.fail_after(90):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            server = registry.servers["once"]
+            server.down_retry_after = 1.0
+            os.kill(await server_pid(registry, "once"), signal.SIGKILL)
+            await wait_for_state(registry, "once", "lost")
+            down = await registry.call("once__get_current_time", {})
+            assert server.status.state == "down", down.text
+            early = await registry.call("once__get_current_time", {})
+            assert early.is_error and "tried again in" in early.text
+            (tmp_path / "started.marker").unlink()  # the fault is fixed
+            await anyio.sleep(1.1)
+            back = await registry.call("once__get_current_time", {})
+            assert not back.is_error, back.text
+            assert server.status.state == "ready" and server.status.restarts == 1
 
 
 async def test_server_that_dies_at_start_fails_with_its_stderr_and_others_work(

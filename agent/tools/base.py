@@ -30,9 +30,12 @@ ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 State = Literal["idle", "connecting", "ready", "lost", "reconnecting", "failed", "down", "closed"]
 RESTART_WINDOW = 60.0  # seconds over which restarts count towards "keeps dying"
 MAX_RESTARTS = 3  # a server that dies again after this many restarts in the window is down
-MAX_ATTEMPTS = 3  # failed reconnect attempts in a row before a server is down
-BACKOFF_BASE = 0.25  # seconds; doubles with each recent restart or failed attempt
+MAX_ATTEMPTS = 4  # failed reconnect attempts in a row before a server is down
+BACKOFF_BASE = 0.5  # seconds; doubles with each recent restart or failed attempt
 BACKOFF_MAX = 4.0
+# A down server is tried again by a call made this long after it went down: a server being
+# redeployed, or a crash loop someone fixed, comes back without restarting the session.
+DOWN_RETRY_AFTER = 30.0
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,8 @@ class ToolServer(ABC):
     Lifecycle: `start` connects once (failure -> "failed"). A connection that dies later
     ("lost") is reconnected on the next call by a task owned by the server, with backoff; a
     server that cannot be reconnected MAX_ATTEMPTS times in a row, or dies again after
-    MAX_RESTARTS restarts within RESTART_WINDOW seconds, is marked "down" for the session.
+    MAX_RESTARTS restarts within RESTART_WINDOW seconds, is marked "down": calls fail at once
+    until DOWN_RETRY_AFTER seconds have passed, then the next call tries it afresh.
     """
 
     def __init__(
@@ -153,6 +157,8 @@ class ToolServer(ABC):
         self._reconnecting: anyio.Event | None = None
         self._reconnect_scope: anyio.CancelScope | None = None
         self._restart_times: list[float] = []
+        self._down_at: float | None = None
+        self.down_retry_after = DOWN_RETRY_AFTER
 
     @abstractmethod
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
@@ -294,10 +300,18 @@ class ToolServer(ABC):
         """
         if self._live():
             return
+        if self._may_retry_down():
+            self.status.state = "lost"
+            self._restart_times.clear()  # a fresh start: its old crashes are history
         state = self.status.state
         if state not in ("lost", "reconnecting"):
             cause = self.status.error or "not connected"
-            raise ToolServerError(self.name, "call_tool", f"{cause} (server is {state})")
+            if state == "down" and self._down_at is not None:
+                wait = self.down_retry_after - (time.monotonic() - self._down_at)
+                cause += f" (server is down; it will be tried again in {max(wait, 0):.0f} s)"
+            else:
+                cause += f" (server is {state})"
+            raise ToolServerError(self.name, "call_tool", cause)
         if self._reconnecting is None:
             self._reconnecting = anyio.Event()
             assert self._tg is not None
@@ -305,6 +319,14 @@ class ToolServer(ABC):
         await self._reconnecting.wait()
         if not self._live():
             raise ToolServerError(self.name, "reconnect", self.status.error or "failed")
+
+    def _may_retry_down(self) -> bool:
+        down_at = self._down_at
+        return (
+            self.status.state == "down"
+            and down_at is not None
+            and time.monotonic() - down_at >= self.down_retry_after
+        )
 
     def ensure_ready(self) -> None:
         """Synchronous check for servers without reconnect (OpenAPI keeps no session)."""
@@ -356,6 +378,7 @@ class ToolServer(ABC):
         tail = [self.redact(line) for line in self.stderr_tail()]
         self.status.stderr_tail = tail
         self.status.state = "down"
+        self._down_at = time.monotonic()
         last = f"; last stderr: {' | '.join(tail)}" if tail else ""
         self._set_error(f"marked down: {why}{last}")
 
