@@ -11,20 +11,21 @@ with HTTP 418 (which the client does not retry) and fails `assert_complete()`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.asgi_thread import serve
 
 _ids = itertools.count(1)
 
@@ -88,8 +89,7 @@ class ScriptedLLM:
         self.headers: list[dict[str, str]] = []
         self.unexpected: list[int] = []
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._stack = contextlib.ExitStack()
         self.port = 0
 
     @property
@@ -108,31 +108,14 @@ class ScriptedLLM:
         return self.requests[index]["messages"]
 
     def __enter__(self) -> ScriptedLLM:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Accepted connections inherit it: without, each reply on a kept-alive connection
-        # waits ~40 ms for a delayed ACK (Nagle), slowing every multi-turn test.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
         app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
-        config = uvicorn.Config(app, log_level="critical", lifespan="off", timeout_keep_alive=30)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the scripted LLM server did not start")
-            time.sleep(0.01)
+        # Keep-alive well past the longest retry backoff: a pooled connection the server
+        # closes just as the client reuses it would fail the request (ReadError).
+        self.port = self._stack.enter_context(serve(app, timeout_keep_alive=30))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None and self._thread is not None
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._stack.close()
 
     async def _handle(self, request: Request) -> Response:
         raw = await request.body()

@@ -8,11 +8,9 @@ actually went over the wire rather than what the client meant to send.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,6 @@ from urllib.parse import unquote
 
 import anyio
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,6 +27,7 @@ from agent.config import ServerConfig, Settings
 from agent.redact import Redactor
 from agent.tools.openapi import resolve_refs
 from agent.tools.registry import ToolRegistry
+from tests.asgi_thread import serve
 
 pytestmark = pytest.mark.anyio
 
@@ -96,9 +94,8 @@ class RecordingAPI:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
         self.port = 0
+        self._stack = contextlib.ExitStack()
 
     @property
     def url(self) -> str:
@@ -109,29 +106,14 @@ class RecordingAPI:
         return [r for r in self.requests if r["raw_path"] != "/openapi.json"]
 
     def __enter__(self) -> RecordingAPI:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
         app = Starlette(
             routes=[Route("/{rest:path}", self._handle, methods=["GET", "POST", "PUT"])]
         )
-        config = uvicorn.Config(app, log_level="critical", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the recording OpenAPI server did not start")
-            time.sleep(0.01)
+        self.port = self._stack.enter_context(serve(app))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None and self._thread is not None
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._stack.close()
 
     async def _handle(self, request: Request) -> Response:
         raw_path = request.scope["raw_path"].decode()

@@ -7,9 +7,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from agent.config import ServerConfig
 from agent.tools.registry import ToolRegistry
+from tests.asgi_thread import serve
 from tests.servers import (
     everything_stdio_command,
     free_port,
@@ -72,6 +77,7 @@ async def test_dead_servers_are_reported_and_the_good_one_works(tmp_path: Path) 
         tmp_path,
         stdio("good", time_server_command()),
         stdio("missing", ("no-such-command-for-mcp-tests", [])),
+        stdio("badcwd", time_server_command(), cwd=str(tmp_path / "no-such-dir")),
         stdio("crash", crash),
         stdio("hang", hang, timeout=2),
         ServerConfig(name="refused", type="http", url=f"http://127.0.0.1:{free_port()}/mcp"),
@@ -79,8 +85,9 @@ async def test_dead_servers_are_reported_and_the_good_one_works(tmp_path: Path) 
     with anyio.fail_after(60):
         async with ToolRegistry(settings) as registry:
             failures = {f.server: f for f in await registry.connect_all()}
-            assert set(failures) == {"missing", "crash", "hang", "refused"}
+            assert set(failures) == {"missing", "badcwd", "crash", "hang", "refused"}
             assert "command not found" in failures["missing"].cause
+            assert "working directory not found" in failures["badcwd"].cause
             assert "closed the connection" in failures["crash"].cause
             assert "no answer within 2 s" in failures["hang"].cause
             assert "connection refused" in failures["refused"].cause
@@ -90,6 +97,22 @@ async def test_dead_servers_are_reported_and_the_good_one_works(tmp_path: Path) 
             assert {s.name: s.state for s in registry.statuses()}["crash"] == "failed"
     log = (tmp_path / "state" / "logs" / "crash.log").read_text()
     assert "boom" in log
+
+
+async def _unauthorized(request: Request) -> Response:
+    return JSONResponse({"detail": "Missing or invalid Authorization header"}, 401)
+
+
+async def test_an_http_server_that_refuses_us_is_reported_with_its_status(tmp_path: Path) -> None:
+    """The SDK says only "Server returned an error response"; the status says what to fix."""
+    app = Starlette(routes=[Route("/mcp", _unauthorized, methods=["GET", "POST", "DELETE"])])
+    with serve(app) as port:
+        server = ServerConfig(name="locked", type="http", url=f"http://127.0.0.1:{port}/mcp")
+        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
+            with anyio.fail_after(30):
+                [failure] = await registry.connect_all()
+    assert failure.server == "locked" and failure.step == "connect"
+    assert "HTTP 401" in failure.cause and "Authorization header" in failure.cause
 
 
 async def test_same_tool_name_on_two_servers_is_callable_under_two_names(tmp_path: Path) -> None:

@@ -69,10 +69,16 @@ class ToolSpec:
         )
 
 
+class ConnectProblem(Exception):
+    """A connect failure whose message is already phrased for the user."""
+
+
 def describe_exception(exc: BaseException) -> str:
     """One line for the deepest meaningful cause, unwrapping ExceptionGroups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, ConnectProblem):
+        return str(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
     if isinstance(exc, FileNotFoundError) and exc.filename:

@@ -40,7 +40,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 import agent
 from agent.config import ServerConfig, server_env
 from agent.redact import PATTERNS_ONLY, Redactor
-from agent.tools.base import ProgressFn, ServerStopped, ToolServer, ToolSpec
+from agent.tools.base import ConnectProblem, ProgressFn, ServerStopped, ToolServer, ToolSpec
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 # The SDK closes a stdio server's stdin, waits this long for it to exit, then SIGTERMs its
@@ -53,6 +53,11 @@ STDERR_TAIL_LINES = 5
 _OPAQUE_HTTP_ERROR = "Server returned an error response"  # any non-2xx without a JSON-RPC body
 _SESSION_GONE = re.compile(r"session\b.*\b(not found|terminated|expired|unknown)", re.I)
 _PIPE_CHUNK = 65536
+_HTTP_HINTS = {
+    401: " (the server wants credentials: set an Authorization header with -H or 'headers')",
+    403: " (the server refused these credentials: check the Authorization header)",
+    404: " (nothing at this URL: check --server-url / 'url'; streamable HTTP is usually /mcp)",
+}
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
 LOG_LEVEL = "info"
 # `subscriptions/listen` events, as the notifications a handshake-era server would send.
@@ -105,6 +110,7 @@ class MCPServerConnection(ToolServer):
         self._client: Client | None = None
         self._log: IO[str] | None = None
         self._log_start = 0  # offset in the log where the current attempt began
+        self._http_error: str | None = None  # the last failed HTTP exchange (http transport)
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
@@ -125,7 +131,13 @@ class MCPServerConnection(ToolServer):
             elicitation_callback=self._callbacks.elicitation,
             list_roots_callback=self._callbacks.list_roots,
         )
-        self._client = await stack.enter_async_context(client)
+        self._http_error = None
+        try:
+            self._client = await stack.enter_async_context(client)
+        except Exception as exc:
+            if self._http_error is None:
+                raise
+            raise ConnectProblem(self._http_error) from exc  # the SDK drops the status
         self.instructions = client.instructions
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS and self._message_handler:
             # 2026-07-28 servers send no spontaneous list_changed: subscribe for them.
@@ -151,6 +163,8 @@ class MCPServerConnection(ToolServer):
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         cfg = self.config
         if cfg.type == "stdio":
+            if cfg.cwd and not await anyio.Path(cfg.cwd).is_dir():
+                raise ConnectProblem(f"working directory not found: {cfg.cwd} (check 'cwd')")
             params = StdioServerParameters(
                 command=cfg.command or "",
                 args=list(cfg.args),
@@ -166,9 +180,19 @@ class MCPServerConnection(ToolServer):
             headers=dict(cfg.headers),
             timeout=httpx2.Timeout(self.connect_timeout, read=300),
             follow_redirects=True,
+            event_hooks={"response": [self._note_http_error]},
         )
         await stack.enter_async_context(http)
         return streamable_http_client(cfg.url or "", http_client=http)
+
+    async def _note_http_error(self, response: httpx2.Response) -> None:
+        """Keep the status of a failed HTTP exchange: the SDK reports only that one failed."""
+        if response.is_success:
+            return
+        status = response.status_code
+        self._http_error = f"HTTP {status} {response.reason_phrase}".strip() + _HTTP_HINTS.get(
+            status, ""
+        )
 
     async def _stderr_pipe(self, stack: contextlib.AsyncExitStack) -> IO[bytes]:
         """A pipe for the server's stderr, pumped line by line into the log, redacted.
