@@ -52,7 +52,9 @@ def cli_server(
     if connection == "stdio":
         if server_url:
             raise ConfigError("--server-url needs --connection sse, http or openapi")
-        if not server_command:
+        if parsed:
+            raise ConfigError("--header is for sse, http or openapi servers (see --connection)")
+        if server_command is None:
             return None
         try:
             argv = shlex.split(server_command)

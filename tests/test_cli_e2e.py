@@ -174,6 +174,26 @@ def test_missing_api_key_exits_2_naming_the_setting(tmp_path: Path) -> None:
     assert "OPENAI_API_KEY" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-steps", "0"], "Invalid value for '--max-steps'"),
+        (["--server-command", ""], "--server-command is empty"),
+        (["-H", "X-Key: 1"], "--header is for sse, http or openapi servers"),
+        (["-c", "http"], "--connection http needs --server-url URL"),
+        (["--output", "yaml"], "--output 'yaml': use text or json"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line_naming_the_flag(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    proc = run_cli([*flags, "-p", "hi"], tmp_path, base_url="http://127.0.0.1:9/v1")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and message in line
+
+
 def test_unreachable_endpoint_exits_1_naming_the_setting(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     proc = run_cli([*time_server_args(), "-p", "hi"], tmp_path, base_url=dead)
