@@ -157,22 +157,25 @@ async def test_elicitation_form_is_asked_field_by_field(
         "maybe",  # boolean: asked again
         "yes",
         "",  # firstLine: keep the default
-        "",  # email (optional): skipped
+        "ada-at-example",  # email format: asked again
+        "ada@example.com",
         "",  # homepage
         "",  # birthdate
         clear + "seven",  # integer: asked again
+        clear + "700",  # integer 1-100: asked again
         clear + "7",
         "",  # number: default 3.14
         clear + "Janice",  # not a choice: asked again
         clear + "Joey",
         clear + "Piano, Drums",  # multi-select
-        "",  # titled single select: default
+        clear + "green lantern",  # titled single select: answered by its title
         "",  # titled multi select: default
-        "",  # legacy titled enum: default
+        clear + "Dogs",  # legacy titled enum (enumNames): by its title
     ]
     screen, _ = await drive_repl(registry, requests, model, "".join(a + "\r" for a in answers))
     assert "Server 'main' asks you:" in screen
-    for complaint in ("required", "answer yes or no", "enter a whole number", "choose from"):
+    complaints = ("required", "answer yes or no", "enter a whole number", "choose from")
+    for complaint in (*complaints, "enter a valid email", "at most 100"):
         assert complaint in screen
     result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
     raw = json.loads(result[result.index("{", result.index("Raw result")) :])
@@ -181,13 +184,14 @@ async def test_elicitation_form_is_asked_field_by_field(
         "name": "Ada",
         "check": True,
         "firstLine": "It was a dark and stormy night.",
+        "email": "ada@example.com",
         "integer": 7,
         "number": 3.14,
         "untitledSingleSelectEnum": "Joey",
         "untitledMultipleSelectEnum": ["Piano", "Drums"],
-        "titledSingleSelectEnum": "hero-1",
+        "titledSingleSelectEnum": "hero-2",
         "titledMultipleSelectEnum": ["fish-1"],
-        "legacyTitledEnum": "pet-1",
+        "legacyTitledEnum": "pet-2",
     }
 
 

@@ -37,6 +37,7 @@ from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, to_markdown
+from agent.ui.forms import enum_choices, field_hint, field_text, field_value
 from agent.ui.render import EventRenderer, compact_json
 from agent.ui.safe import SafeConsole
 
@@ -343,17 +344,16 @@ class Repl:
 
     async def _ask_field(self, name: str, prop: dict[str, Any], required: set[str]) -> Any:
         kind = prop.get("type", "string")
-        choices = _choices(prop.get("items", {}) if kind == "array" else prop)
+        choices = enum_choices(prop.get("items", {}) if kind == "array" else prop)
         label = prop.get("title") or name
-        hint = f" ({'/'.join(choices)})" if choices else f" ({kind})"
-        if kind == "array":
-            hint = f" (comma-separated: {', '.join(choices)})" if choices else " (comma-separated)"
         if prop.get("description"):
             self.console.print(Text(f"  {prop['description']}", style="dim"))
-        default = "" if prop.get("default") is None else _field_text(prop["default"])
+        default = "" if prop.get("default") is None else field_text(prop["default"])
         mark = "*" if name in required else ""
         while True:
-            raw = await self.question(f"  {label}{mark}{hint}: ", default=default)
+            raw = await self.question(
+                f"  {label}{mark} ({field_hint(prop, kind, choices)}): ", default=default
+            )
             if raw is None:
                 return _CANCEL
             if raw == "":
@@ -362,15 +362,9 @@ class Repl:
                     continue
                 return _SKIP
             try:
-                value = _parse_field(raw, kind)
+                return field_value(raw, prop, kind, choices)
             except ValueError as exc:
                 self.console.print(Text(f"  {exc}", style="yellow"))
-                continue
-            values = value if isinstance(value, list) else [value]
-            if choices and any(str(v) not in choices for v in values):
-                self.console.print(Text(f"  choose from {', '.join(choices)}", style="yellow"))
-                continue
-            return value
 
     # -- commands ----------------------------------------------------------------------
 
@@ -585,45 +579,6 @@ def _key_values(text: str) -> Iterator[tuple[str, str]]:
         if not eq or not key:
             raise ValueError(f"'{token}' is not key=value")
         yield key, value
-
-
-def _choices(schema: dict[str, Any]) -> list[str]:
-    """Allowed values of an enum field: `enum`, or the consts of `oneOf` / `anyOf`."""
-    if "enum" in schema:
-        return [str(v) for v in schema["enum"]]
-    options = schema.get("oneOf") or schema.get("anyOf") or []
-    return [str(o["const"]) for o in options if isinstance(o, dict) and "const" in o]
-
-
-def _field_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, list):
-        return ", ".join(map(str, value))
-    return str(value)
-
-
-def _parse_field(raw: str, kind: str) -> Any:
-    """A typed value from what the user typed, or ValueError saying what is expected."""
-    if kind == "boolean":
-        if raw.lower() in ("y", "yes", "true", "1"):
-            return True
-        if raw.lower() in ("n", "no", "false", "0"):
-            return False
-        raise ValueError("answer yes or no")
-    if kind == "integer":
-        try:
-            return int(raw)
-        except ValueError:
-            raise ValueError("enter a whole number") from None
-    if kind == "number":
-        try:
-            return float(raw)
-        except ValueError:
-            raise ValueError("enter a number") from None
-    if kind == "array":
-        return [item.strip() for item in raw.split(",") if item.strip()]
-    return raw
 
 
 def history_file(settings: Settings) -> Path:
