@@ -339,7 +339,9 @@ class MCPServerConnection(ToolServer):
                 gone = _SESSION_GONE.search(exc.message or "") or self._opaque_http_error(exc)
                 if exc.code == CONNECTION_CLOSED or gone:
                     raise  # maybe the connection's fate, not the tool's: _request decides
-                return error_result(self.redact(_mcp_error_text(exc, name, timeout)))
+                if _timed_out(exc):
+                    raise TimeoutError from None  # our deadline, reported as such by the caller
+                return error_result(self.redact(f"tool '{name}' failed: {exc}"))
 
         return await self._request(f"tools/call {name}", send)
 
@@ -370,12 +372,9 @@ def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
-def _mcp_error_text(exc: MCPError, tool: str, timeout: float) -> str:
-    if exc.code == -32001 or "timed out" in str(exc).lower():
-        return (
-            f"tool '{tool}' timed out after {timeout:g} s (the server may still be working on it)"
-        )
-    return f"tool '{tool}' failed: {exc}"
+def _timed_out(exc: MCPError) -> bool:
+    """The SDK's own request timeout (-32001), not a failure the server reported."""
+    return exc.code == -32001 or "timed out" in str(exc).lower()
 
 
 def _read_some(fd: int) -> bytes | None:

@@ -363,7 +363,9 @@ class ToolRegistry:
             )
         except TimeoutError:
             return error_observation(
-                spec.server, f"tool '{spec.name}' timed out after {timeout:g} s"
+                spec.server,
+                f"tool '{spec.name}' timed out after {timeout:g} s "
+                "(the server may still be working on it)",
             )
         except ServerStopped as exc:
             return error_observation(spec.server, self._stopped_message(spec, exc))
