@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import ConfigError
+from agent.redact import PATTERNS_ONLY, is_secret_name
 
 Transport = Literal["stdio", "sse", "http", "openapi"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -192,16 +193,24 @@ def _infer_type(raw: Mapping[str, Any], where: str) -> Transport:
 
 
 _IGNORED_KEYS = {"type", "transport", "disabled", "description", "autoApprove", "alwaysAllow"}
+_NOT_EXPANDED = _IGNORED_KEYS - {"type", "transport"}  # free text and lists we never read
 
 
 def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) -> ServerConfig:
-    """Turn one mcpServers entry into a ServerConfig, or a ConfigError naming the key."""
+    """Turn one mcpServers entry into a ServerConfig, or a ConfigError naming the key.
+
+    ${VAR} references expand before the type is decided: `"url": "${SSE_URL}"` is an sse
+    server when SSE_URL ends in /sse, and `"type": "${T:-http}"` is a type like any other.
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: must be an object, got {type(raw).__name__}")
-    kind = _infer_type(raw, where)
     disabled = raw.get("disabled") is True or raw.get("enabled") is False
-    fields = {k: v for k, v in raw.items() if k not in _IGNORED_KEYS}
-    data = expand_vars(fields, environ, where, strict=not disabled)
+    kept = {k: v for k, v in raw.items() if k not in _NOT_EXPANDED}
+    data = expand_vars(kept, environ, where, strict=not disabled)
+    if disabled and _VAR.search(str(data.get("type", data.get("transport", "")))):
+        data = {k: v for k, v in data.items() if k not in ("type", "transport")}
+    kind = _infer_type(data, where)
+    data = {k: v for k, v in data.items() if k not in _IGNORED_KEYS}
     if disabled:
         data["enabled"] = False
     needed = "command" if kind == "stdio" else "url"
@@ -225,7 +234,8 @@ def load_mcp_config(path: Path, environ: Mapping[str, str]) -> list[ServerConfig
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    warn_if_world_readable(path, text)
+    if isinstance(doc, dict):
+        warn_if_world_readable(path, literal_secrets(doc.get("mcpServers"), "", "mcpServers"))
     if not isinstance(doc, dict) or not isinstance(doc.get("mcpServers", {}), dict):
         raise ConfigError(f"{path}: expected an object with an 'mcpServers' object")
     servers = doc.get("mcpServers", {})
@@ -235,17 +245,42 @@ def load_mcp_config(path: Path, environ: Mapping[str, str]) -> list[ServerConfig
     ]
 
 
-def warn_if_world_readable(path: Path, text: str) -> None:
+def literal_secrets(value: Any, key: str = "", where: str = "") -> list[str]:
+    """Where a secret is written out in full, not as a ${VAR} reference.
+
+    Decided per value: a `${...}` elsewhere in the file says nothing about this one. A
+    value is a secret when its name says so (api_key, key, Authorization, X-Api-Key,
+    GITHUB_TOKEN, DB_PASS...) or when it looks like one (`Bearer ...`, `sk-...`,
+    `user:password@host`, `?api_key=...`).
+    """
+    if isinstance(value, dict):
+        return [
+            found
+            for name, item in value.items()
+            for found in literal_secrets(item, str(name), f"{where}.{name}" if where else str(name))
+        ]
+    if isinstance(value, list):
+        return [
+            found
+            for index, item in enumerate(value)
+            for found in literal_secrets(item, key, f"{where}[{index}]")
+        ]
+    if not isinstance(value, str) or not value.strip() or _VAR.search(value):
+        return []
+    return [where] if is_secret_name(key) or PATTERNS_ONLY(value) != value else []
+
+
+def warn_if_world_readable(path: Path, secret_keys: list[str]) -> None:
     """Secrets in a file others can read deserve a warning, not a refusal."""
-    looks_secret = re.search(r"(api[_-]?key|authorization|bearer|token|secret)", text, re.I)
     try:
         world_readable = bool(path.stat().st_mode & 0o004)
     except OSError:
         return
-    if looks_secret and world_readable and "${" not in text:
+    if world_readable and secret_keys:
+        shown = ", ".join(secret_keys[:3]) + (", ..." if len(secret_keys) > 3 else "")
         print(
-            f"warning: {path} may hold secrets and is readable by every user "
-            f"(chmod 600 it, or use ${{VAR}} references)",
+            f"warning: {path} holds secrets written out in full ({shown}) and is readable "
+            f"by every user (chmod 600 it, or use ${{VAR}} references)",
             file=sys.stderr,
         )
 
@@ -266,7 +301,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui])"
         )
-    warn_if_world_readable(path, path.read_text(encoding="utf-8"))
+    secrets = [k for name, table in doc.items() for k in literal_secrets(table, "", f"[{name}]")]
+    warn_if_world_readable(path, secrets)
     return doc
 
 
@@ -293,6 +329,29 @@ def bundled_server(workspace: Path) -> ServerConfig:
     )
 
 
+def _resolve_sections(
+    path: Path | None, environ: Mapping[str, str], flags: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per-section values: file < environment < flags.
+
+    File strings expand ${VAR} / ${VAR:-default} as mcp.json does, so `api_key =
+    "${MYKEY}"` sends the key, not the reference. A value the environment or a flag
+    overrides is not expanded: an unset variable it names does not matter.
+    """
+    overrides: dict[str, dict[str, Any]] = {"llm": _env_overrides(environ)}
+    for name, values in flags.items():
+        overrides.setdefault(name, {}).update({k: v for k, v in values.items() if v is not None})
+    sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}}
+    for name, values in (load_toml(path) if path is not None else {}).items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: [{name}] must be a table")
+        kept = {k: v for k, v in values.items() if k not in overrides.get(name, {})}
+        sections[name].update(expand_vars(kept, environ, f"{path}: [{name}]"))
+    for name, values in overrides.items():
+        sections[name].update(values)
+    return sections
+
+
 def build_settings(
     *,
     config_path: Path | None,
@@ -307,17 +366,8 @@ def build_settings(
     `flags` holds per-section overrides from the command line ({"llm": {"model": ...}}).
     Explicit paths must exist; the default paths are used only when present.
     """
-    sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}}
     path = config_path or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
-    if path is not None:
-        for name, values in load_toml(path).items():
-            if not isinstance(values, dict):
-                raise ConfigError(f"{path}: [{name}] must be a table")
-            sections[name].update(values)
-    sections["llm"].update(_env_overrides(environ))
-    for name, values in (flags or {}).items():
-        sections[name].update({k: v for k, v in values.items() if v is not None})
-
+    sections = _resolve_sections(path, environ, flags or {})
     where = str(path) if path else "settings"
     try:
         llm = LLMSettings(**sections["llm"])

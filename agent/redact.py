@@ -3,8 +3,10 @@
 A `Redactor` knows two kinds of secret. Values: the model's API key, every header value
 sent to a server (and the token after `Bearer`), OpenAPI keys, and `env` values whose
 names look secret; these come from Settings, so they are caught whatever their shape.
-Patterns: `Bearer <token>`, `Authorization: <value>`, `sk-...` keys and `api_key=...` style
-parameters, which catch secrets we were never told about (a server echoing its own token).
+Patterns: `Bearer <token>`, `Authorization: <scheme> <token>`, `sk-...` keys and `api_key=...`
+style parameters, which catch secrets we were never told about (a server echoing its own
+token). The patterns mask only credential-shaped values, so an error message such as
+`headers.Authorization: Input should be a valid string` keeps its words.
 
 Redaction happens at the edges where text leaves the process: a log line, a transcript
 record, an error message, a status field. What the model sees is not redacted (a tool's
@@ -23,19 +25,58 @@ if TYPE_CHECKING:
 
 MASK = "[REDACTED]"
 MIN_SECRET_LEN = 6  # shorter values ("1", "true") would mangle ordinary text
-# Names of variables whose values are secrets (not PWD, SSH_AUTH_SOCK or SESSION_ID).
-SECRET_NAME = re.compile(
-    r"(API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|TOKEN|SECRET|PASSW(?:OR)?D|_PWD$|CREDENTIAL|COOKIE"
-    r"|(?:^|_)AUTH(?:$|_(?!SOCK)))",
-    re.I,
+# Name parts that mark a variable or header as holding a secret (DB_PASS, SERVICE_KEY,
+# X-Auth-Token), and spellings that are secret even when glued into a word (PGPASSWORD).
+# Not SESSION or TOKENS alone: DESKTOP_SESSION, XDG_SESSION_TYPE and MAX_TOKENS are harmless.
+_SECRET_PARTS = frozenset(
+    {"PASS", "PASSWD", "PASSWORD", "PASSPHRASE", "PWD", "SECRET", "SECRETS", "TOKEN"}
+    | {"KEY", "KEYS", "APIKEY", "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH"}
+    | {"AUTHORIZATION", "COOKIE", "COOKIES", "SESSIONTOKEN", "SESSIONKEY", "SESSIONID"}
 )
+_SECRET_GLUED = re.compile(r"PASSWORD|PASSWD|PASSPHRASE|SECRET|CREDENTIAL|APIKEY|ACCESSKEY")
+# A last part that says the value is about a secret, not the secret: SSH_AUTH_SOCK is a
+# socket path, AUTH_TYPE a scheme name, TOKEN_URL an endpoint, PASSWORD_FILE a path.
+_HARMLESS_LAST = frozenset(
+    {"SOCK", "SOCKET", "PATH", "FILE", "DIR", "TYPE", "NAME", "URL", "URI", "ENDPOINT"}
+    | {"HOST", "PORT", "MODE", "METHOD", "LAYOUT", "LENGTH", "SIZE", "TIMEOUT", "TTL"}
+)
+_NOT_SECRET = frozenset({"PWD", "OLDPWD"})  # the shell's working directories
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable or header name says its value is a secret.
+
+    Names are split into parts (`DB_PASS`, `X-Api-Key`, `apiKey`) so a secret word counts
+    only as a whole part: KEYBOARD_LAYOUT and TOKENIZERS_PARALLELISM stay readable.
+    """
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).upper()
+    parts = [p for p in re.split(r"[^A-Z0-9]+", snake) if p]
+    if not parts or snake in _NOT_SECRET or parts[-1] in _HARMLESS_LAST:
+        return False
+    return any(p in _SECRET_PARTS for p in parts) or bool(_SECRET_GLUED.search(snake))
+
+
+_VALUE = r"[^\s,;'\"}]"  # one character of a header value
+# A credential after `Authorization:`: `<scheme> <token>` for a known scheme, or one
+# token-like word (>= 8 characters with a digit, or a long run of letters). Prose after
+# the colon ("Input should be a valid string") is never taken for a credential.
+_AUTH_SCHEMES = (
+    r"bearer|basic|token|digest|bot|api-?key|negotiate|ntlm|oauth|dpop|hoba|mutual"
+    r"|gnap|sso-key|aws4-hmac-sha256"
+)
+_HEADER_CREDENTIAL = (
+    rf"(?:(?:{_AUTH_SCHEMES})[ \t]+{_VALUE}{{4,}}"
+    rf"|(?={_VALUE}*[0-9]){_VALUE}{{8,}}|[A-Za-z0-9+/=_-]{{24,}})"
+)
+# A `key=value` secret: at least 4 characters with a digit or symbol, or 12 or more.
+_PARAM_VALUE = r"(?:(?=[^\s&\"',;}]*[0-9_~+/=-])[^\s&\"',;}]{4,}|[^\s&\"',;}]{12,})"
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{4,}"), rf"\1\2{MASK}"),
     (re.compile(r"\b(Basic)(\s+)[A-Za-z0-9+/]{12,}={0,2}"), rf"\1\2{MASK}"),
     (
         re.compile(
             r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key)(\s*[:=]\s*)"
-            r"[^\s,;'\"}]+(?:[ \t]+[^\s,;'\"}]+)?"
+            + _HEADER_CREDENTIAL
         ),
         rf"\1\2{MASK}",
     ),
@@ -43,7 +84,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password)"
-            r"[\"']?\s*[=:]\s*[\"']?)[^\s&\"',;}]{4,}"
+            r"[\"']?\s*[=:]\s*[\"']?)" + _PARAM_VALUE
         ),
         rf"\1{MASK}",
     ),
@@ -110,8 +151,8 @@ def secret_values(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     for server in settings.servers:
         values += header_secrets(server.headers)
         values.append(server.key)
-        values += [v for k, v in server.env.items() if SECRET_NAME.search(k)]
-    values += [v for k, v in environ.items() if SECRET_NAME.search(k) and k.isupper()]
+        values += [v for k, v in server.env.items() if is_secret_name(k)]
+    values += [v for k, v in environ.items() if is_secret_name(k) and k.isupper()]
     return [v for v in values if v]
 
 

@@ -1,7 +1,9 @@
 """Session transcripts: append-only JSONL, one line per memory change, flushed each time.
 
 A crash (even SIGKILL) loses at most the step in flight. On resume a corrupted last line
-(power cut mid-write) is skipped with a warning and everything before it is kept.
+(power cut mid-write) is skipped with a warning and everything before it is kept; the first
+write after resume cuts that partial line off, so the next record starts on a fresh line
+and is not lost to a merged, unreadable line on the resume after.
 Every record is redacted before it is written: a transcript outlives the run and is easy
 to share, so keys and bearer tokens never reach it (the live memory is not changed).
 """
@@ -19,6 +21,8 @@ from typing import IO, Any
 from agent.errors import ConfigError
 from agent.memory import Message
 from agent.redact import PATTERNS_ONLY, Redactor
+
+_CHUNK = 64 * 1024
 
 
 def sessions_dir(state_dir: Path) -> Path:
@@ -53,7 +57,8 @@ class Transcript:
 
     def _write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            _end_on_fresh_line(fd)
             self._fh = os.fdopen(fd, "a", encoding="utf-8")
         self._fh.write(json.dumps(self.redact.deep(record), ensure_ascii=False) + "\n")
         self._fh.flush()
@@ -69,6 +74,40 @@ class Transcript:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+def _last_line_start(fd: int, size: int) -> int:
+    """Offset just past the last newline (0 if none), read backwards in chunks."""
+    end = size
+    while end > 0:
+        start = max(0, end - _CHUNK)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def _end_on_fresh_line(fd: int) -> None:
+    """Make an appended record start a line of its own.
+
+    A power cut can leave the file ending mid-record. Appending straight after it would
+    glue the next record onto that line and make both unreadable on the next resume. A
+    tail that is a whole record missing only its newline is kept (load read it); any
+    other partial line was skipped by load with a warning, so it is cut off.
+    """
+    size = os.lseek(fd, 0, os.SEEK_END)
+    start = _last_line_start(fd, size)
+    if start == size:
+        return
+    try:
+        complete = isinstance(json.loads(os.pread(fd, size - start, start)), dict)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+        complete = False
+    if complete:
+        os.write(fd, b"\n")
+    else:
+        os.ftruncate(fd, start)
 
 
 @dataclass(frozen=True)
@@ -103,7 +142,9 @@ def load(path: Path, redactor: Redactor = PATTERNS_ONLY) -> Loaded:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+            if not isinstance(record, dict):
+                raise ValueError("a record is an object")
+        except ValueError:
             where = "last line" if number == len(lines) else f"line {number}"
             warnings.append(f"{path.name}: {where} is corrupted and was skipped")
             continue

@@ -11,7 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent.config import ServerConfig, Settings
+from agent.config import ServerConfig, Settings, load_mcp_config
+from agent.errors import ConfigError
 from agent.redact import MASK, Redactor
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, load
@@ -99,6 +100,73 @@ def test_redactor_collects_every_secret_in_settings() -> None:
     values = set(redact.values)
     assert {API_KEY, f"Bearer {TOKEN}", TOKEN, "ghp_abcdef123", "mcpo-key-789"} <= values
     assert "pw-very-secret" in values and "/home/me" not in values and "debug" not in values
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["DB_PASS", "SERVICE_KEY", "MY_API_KEY", "PGPASSWORD", "GITHUB_TOKEN", "MYSQL_PWD"]
+    + ["AWS_SECRET_ACCESS_KEY", "GOOGLE_CREDENTIALS", "SESSION_COOKIE", "X_AUTH", "apiKey"],
+)
+def test_secret_named_env_values_are_masked(name: str) -> None:
+    server = ServerConfig(name="s", type="stdio", command="x", env={name: "value-0123"})
+    redact = Redactor.from_settings(Settings(servers=(server,)), {name.upper(): "other-0123"})
+    assert redact(f"{name}=value-0123 other-0123") == f"{name}={MASK} {MASK}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["PATH", "HOME", "PWD", "OLDPWD", "KEYBOARD_LAYOUT", "SSH_AUTH_SOCK", "TOKENIZERS_PARALLELISM"]
+    + ["DESKTOP_SESSION", "XDG_SESSION_TYPE", "MAX_TOKENS", "AUTH_TYPE", "PASSWORD_FILE"],
+)
+def test_harmless_env_names_are_not_masked(name: str) -> None:
+    server = ServerConfig(name="s", type="stdio", command="x", env={name: "plain-value"})
+    redact = Redactor.from_settings(Settings(servers=(server,)), {name: "/usr/local/bin"})
+    assert redact.values == ()
+
+
+def test_short_secret_values_are_not_masked() -> None:
+    server = ServerConfig(name="s", type="stdio", command="x", env={"DB_PASS": "abc12"})
+    redact = Redactor.from_settings(Settings(servers=(server,)), {"SERVICE_KEY": "1"})
+    assert redact.values == () and redact("abc12 1") == "abc12 1"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mcp.json: mcpServers.a.headers.Authorization: Input should be a valid string",
+        "mcp.json: mcpServers.a.headers.X-Api-Key: Input should be a valid string",
+        "config.toml: [llm].api_key: Input should be a valid string",
+        "mcp.json: mcpServers.a.headers.X-Token: Input should be a valid string",
+        "the Authorization: header is missing",
+    ],
+)
+def test_redaction_keeps_the_words_of_config_errors(text: str) -> None:
+    assert Redactor()(text) == text
+
+
+def test_config_error_about_a_header_keeps_its_words(tmp_path: Path) -> None:
+    doc = {"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Authorization": 5}}}}
+    (tmp_path / "mcp.json").write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as info:
+        load_mcp_config(tmp_path / "mcp.json", {})
+    message = Redactor()(str(info.value))
+    assert message.endswith("mcpServers.a.headers.Authorization: Input should be a valid string")
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("Authorization: Bearer abc123secret", f"Authorization: {MASK}"),
+        ("authorization=Token abcd1234", f"authorization={MASK}"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", f"Authorization: {MASK}"),
+        ("x-api-key: zzzliteral123456", f"x-api-key: {MASK}"),
+        ("Authorization: ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ", f"Authorization: {MASK}"),
+        ("Proxy-Authorization: Digest qop7abc, realm", f"Proxy-Authorization: {MASK}, realm"),
+        ("password=hunter2&user=me", f"password={MASK}&user=me"),
+    ],
+)
+def test_credentials_after_a_header_name_are_still_masked(text: str, masked: str) -> None:
+    assert Redactor()(text) == masked
 
 
 def test_transcript_records_are_redacted_and_still_load(tmp_path: Path) -> None:
