@@ -219,7 +219,7 @@ async def test_an_endpoint_that_never_answers_connects_is_reported_within_the_bu
         started = anyio.current_time()
         with pytest.raises(ModelError, match=r"could not connect within 0.5 s.*--base-url"):
             await collect(model)
-        assert anyio.current_time() - started < 2.0
+        assert anyio.current_time() - started < 2.0 + 1.0  # the budget, plus a busy machine
 
 
 async def test_409_is_not_retried() -> None:
