@@ -158,3 +158,20 @@ def test_config_loader_fuzz_errors_never_crashes(
         load_mcp_config(path, {})
     except ConfigError as exc:
         assert "mcpServers.s" in str(exc)
+
+
+def test_the_shipped_examples_load_and_the_local_server_runs_from_the_checkout() -> None:
+    """config/*.example.* are what users copy: they must parse, and the enabled one work."""
+    config_dir = Path(__file__).resolve().parent.parent / "config"
+    settings = build_settings(
+        config_path=config_dir / "config.example.toml",
+        mcp_config_path=config_dir / "mcp.example.json",
+        cli_server=None,
+        environ={},
+    )
+    enabled = [s for s in settings.servers if s.enabled]
+    assert [s.name for s in enabled] == ["local"]
+    local = enabled[0]
+    assert local.env == {"LOG_LEVEL": "warning"}  # ${LOG_LEVEL:-warning}
+    checkout = config_dir.parent
+    assert (checkout / str(local.command)).is_file()  # .venv/bin/python, as set up by the README
