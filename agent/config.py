@@ -234,14 +234,21 @@ def load_mcp_config(path: Path, environ: Mapping[str, str]) -> list[ServerConfig
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    if isinstance(doc, dict):
-        warn_if_world_readable(path, literal_secrets(doc.get("mcpServers"), "", "mcpServers"))
-    if not isinstance(doc, dict) or not isinstance(doc.get("mcpServers", {}), dict):
+    # Claude Desktop / Cursor say "mcpServers"; VS Code's mcp.json says "servers".
+    key = (
+        "servers"
+        if isinstance(doc, dict) and "mcpServers" not in doc and "servers" in doc
+        else "mcpServers"
+    )
+    if not isinstance(doc, dict) or not isinstance(doc.get(key, {}), dict):
         raise ConfigError(f"{path}: expected an object with an 'mcpServers' object")
-    servers = doc.get("mcpServers", {})
+    if doc and key not in doc:
+        found = ", ".join(repr(k) for k in list(doc)[:5])
+        raise ConfigError(f"{path}: no 'mcpServers' object (found {found})")
+    warn_if_world_readable(path, literal_secrets(doc.get(key), "", key))
     return [
-        parse_server(name, raw, environ, f"{path}: mcpServers.{name}")
-        for name, raw in servers.items()
+        parse_server(name, raw, environ, f"{path}: {key}.{name}")
+        for name, raw in doc.get(key, {}).items()
     ]
 
 

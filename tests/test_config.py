@@ -103,12 +103,20 @@ def test_claude_desktop_format_with_types_inferred(tmp_path: Path) -> None:
         ({"mcpServers": {"a": {"command": "x", "timeout": "soon"}}}, "mcpServers.a.timeout"),
         ({"mcpServers": {"a": {"command": "x", "env": {"K": "${MISSING}"}}}}, "MISSING is not set"),
         ({"mcpServers": {"a": "python"}}, "mcpServers.a: must be an object"),
+        ({"mcp_servers": {"a": {"command": "x"}}}, "no 'mcpServers' object (found 'mcp_servers')"),
+        ({"servers": {"a": {"command": "x", "timeout": "soon"}}}, "servers.a.timeout"),
     ],
 )
 def test_bad_files_name_the_file_and_key(tmp_path: Path, doc: Any, fragment: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_mcp_config(write_json(tmp_path, doc), {})
     assert fragment in str(info.value) and "mcp.json" in str(info.value)
+
+
+def test_vs_code_servers_key_is_read_like_mcp_servers(tmp_path: Path) -> None:
+    doc = {"servers": {"t": {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]}}}
+    [server] = load_mcp_config(write_json(tmp_path, doc), {})
+    assert (server.name, server.type, server.command) == ("t", "stdio", "uvx")
 
 
 def test_bad_toml_names_section_and_key(tmp_path: Path) -> None:
