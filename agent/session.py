@@ -95,6 +95,8 @@ async def connected(
             log = registry.servers[failure.server].status.log_path
             hint = f" (log: {log})" if log and failure.step == "connect" else ""
             stderr.print(f"warning: {failure}{hint}", markup=False, highlight=False, style="yellow")
+        for warning in registry.warnings:
+            stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
         yield registry
 
 

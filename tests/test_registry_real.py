@@ -59,6 +59,18 @@ async def test_everything_over_stdio_sse_and_http(
                 assert bad.is_error
 
 
+async def test_tool_filters_apply_and_a_misspelt_name_is_reported(tmp_path: Path) -> None:
+    server = stdio(
+        "time", time_server_command(), include_tools=("get_current_time", "get_curent_time")
+    )
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
+            assert await registry.connect_all() == []
+            assert set(registry.tools) == {"time__get_current_time"}
+    [warning] = registry.warnings
+    assert "get_curent_time" in warning and "convert_time" in warning  # what it does have
+
+
 async def test_time_server_over_stdio(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, stdio("time", time_server_command()))
     with anyio.fail_after(60):

@@ -179,6 +179,7 @@ class ToolRegistry:
         self._queued: dict[str, _Refresh] = {}  # waiting out the debounce, by server
         self._unsettled: set[_Refresh] = set()  # queued or running
         self.refreshes: dict[str, int] = {}
+        self.warnings: list[str] = []  # worth telling the user at start (not failures)
         self._specs: dict[str, list[ToolSpec]] = {}
         self.tools: dict[str, ToolSpec] = {}
         self._openai_tools: list[dict[str, Any]] = []
@@ -237,6 +238,13 @@ class ToolRegistry:
             raise ToolServerError(server.name, "list_tools", cause) from None
         self._specs[server.name] = [s for s in specs if server.config.wants_tool(s.name)]
         server.status.tool_count = len(self._specs[server.name])
+        named = set(server.config.include_tools or ()) | set(server.config.exclude_tools)
+        if unknown := sorted(named - {s.name for s in specs}):
+            listed = ", ".join(sorted(s.name for s in specs)[:20]) or "none"
+            self.warnings.append(
+                f"server '{server.name}': include_tools/exclude_tools name tools it does not "
+                f"have: {', '.join(unknown)} (it has: {listed})"
+            )
 
     def _server_log(self, server_name: str, line: str) -> None:
         if self.log_listener is not None:
