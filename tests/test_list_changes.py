@@ -96,5 +96,7 @@ async def test_server_log_messages_arrive_on_both_protocols(
         while not lines:  # noqa: ASYNC110 -- the log notification precedes the result
             await anyio.sleep(0.02)
     assert lines == [("dyn", "[info] hello from the server")]
-    log = (tmp_path / "state" / "logs" / "dyn.log").read_text()
-    assert "[info] hello from the server" in log
+    log_path = tmp_path / "state" / "logs" / "dyn.log"
+    assert "[info] hello from the server" in log_path.read_text()
+    assert log_path.stat().st_mode & 0o777 == 0o600  # private, like the transcripts
+    assert log_path.parent.stat().st_mode & 0o777 == 0o700

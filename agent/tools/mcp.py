@@ -114,8 +114,10 @@ class MCPServerConnection(ToolServer):
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = stack.enter_context(self.log_path.open("a", encoding="utf-8", buffering=1))
+        self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Private like the transcripts: a server's stderr may say more than it should.
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log = stack.enter_context(open(fd, "a", encoding="utf-8", buffering=1))  # noqa: ASYNC230, SIM115
         self._log, self._log_start = log, log.tell()
         _route_sdk_logs()
         _connection_log.set(self._write_log)  # inherited by the transport's tasks
