@@ -124,8 +124,7 @@ class Catalog:
             if isinstance(content, types.TextResourceContents):
                 parts.append(content.text)
             else:
-                size = len(content.blob) * 3 // 4
-                parts.append(f"[binary {content.mime_type or 'data'}, about {size} bytes]")
+                parts.append(f"[{_describe_blob(content)}]")
         text = "\n".join(parts)
         if len(text) > MAX_RESOURCE_CHARS:
             cut = len(text) - MAX_RESOURCE_CHARS
@@ -220,7 +219,18 @@ class Catalog:
                 text = untrusted(
                     server_name, f"resource {content.resource.uri}:\n{content.resource.text}"
                 )
+            elif isinstance(content, types.EmbeddedResource):
+                blob = content.resource
+                text = f"[resource {blob.uri} from '{server_name}': {_describe_blob(blob)}]"
             else:
-                text = f"[{content.type} content from '{server_name}' omitted]"
+                mime = getattr(content, "mime_type", None) or content.type
+                text = f"[{content.type} ({mime}) from '{server_name}' not shown]"
             messages.append((message.role, text))
         return messages
+
+
+def _describe_blob(blob: types.TextResourceContents | types.BlobResourceContents) -> str:
+    """Binary contents are described, never dumped as base64 into the conversation."""
+    if isinstance(blob, types.TextResourceContents):
+        return f"text, {len(blob.text)} characters"
+    return f"binary {blob.mime_type or 'data'}, about {len(blob.blob) * 3 // 4} bytes"
