@@ -1,4 +1,4 @@
-"""Elicitation forms asked in the terminal: a schema field's hint, and the typed answer.
+"""Elicitation forms asked in the terminal, field by field, answers typed and checked.
 
 MCP elicitation schemas are flat: strings (with format and length), numbers (with bounds),
 booleans, and enums given as `enum` (+ `enumNames`) or `oneOf` consts with titles. Users
@@ -8,10 +8,64 @@ may answer an enum by its value or its title.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlparse
+
+from rich.console import Console
+from rich.text import Text
+
+from agent.server_requests import ElicitAnswer
+
+Question = Callable[..., Awaitable[str | None]]  # (prompt, default=...) -> answer, None: quit
+_CANCEL, _SKIP = object(), object()
+
+
+async def ask_form(console: Console, question: Question, schema: dict[str, Any]) -> ElicitAnswer:
+    """Ask whether to answer, then each field of the form; Ctrl-C or Ctrl-D cancels."""
+    answer = await question("Answer it? [y]es / [n]o (decline) / [c]ancel: ")
+    if answer is None or answer.lower() in ("c", "cancel"):
+        return ElicitAnswer("cancel")
+    if answer.lower() not in ("y", "yes"):
+        return ElicitAnswer("decline")
+    required = set(schema.get("required", []))
+    content: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        field = prop if isinstance(prop, dict) else {}
+        value = await _ask_field(console, question, name, field, name in required)
+        if value is _CANCEL:
+            return ElicitAnswer("cancel")
+        if value is not _SKIP:
+            content[name] = value
+    return ElicitAnswer("accept", content)
+
+
+async def _ask_field(
+    console: Console, question: Question, name: str, prop: dict[str, Any], required: bool
+) -> Any:
+    kind = prop.get("type", "string")
+    choices = enum_choices(prop.get("items", {}) if kind == "array" else prop)
+    label = prop.get("title") or name
+    if prop.get("description"):
+        console.print(Text(f"  {prop['description']}", style="dim"))
+    default = "" if prop.get("default") is None else field_text(prop["default"])
+    mark = "*" if required else ""
+    while True:
+        raw = await question(
+            f"  {label}{mark} ({field_hint(prop, kind, choices)}): ", default=default
+        )
+        if raw is None:
+            return _CANCEL
+        if raw == "":
+            if required:
+                console.print(Text("  required", style="yellow"))
+                continue
+            return _SKIP
+        try:
+            return field_value(raw, prop, kind, choices)
+        except ValueError as exc:
+            console.print(Text(f"  {exc}", style="yellow"))
 
 
 def enum_choices(schema: dict[str, Any]) -> dict[str, str]:

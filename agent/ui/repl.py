@@ -37,7 +37,7 @@ from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, to_markdown
-from agent.ui.forms import enum_choices, field_hint, field_text, field_value
+from agent.ui.forms import ask_form
 from agent.ui.render import EventRenderer, compact_json
 from agent.ui.safe import SafeConsole
 
@@ -327,44 +327,7 @@ class Repl:
         """Ask field by field, with the schema's types, choices and defaults."""
         self.console.print(Text(f"Server '{server}' asks you:", style="bold yellow"))
         self.console.print(Text(f"  {message}"))
-        answer = await self.question("Answer it? [y]es / [n]o (decline) / [c]ancel: ")
-        if answer is None or answer.lower() in ("c", "cancel"):
-            return ElicitAnswer("cancel")
-        if answer.lower() not in ("y", "yes"):
-            return ElicitAnswer("decline")
-        required = set(schema.get("required", []))
-        content: dict[str, Any] = {}
-        for name, prop in (schema.get("properties") or {}).items():
-            value = await self._ask_field(name, prop if isinstance(prop, dict) else {}, required)
-            if value is _CANCEL:
-                return ElicitAnswer("cancel")
-            if value is not _SKIP:
-                content[name] = value
-        return ElicitAnswer("accept", content)
-
-    async def _ask_field(self, name: str, prop: dict[str, Any], required: set[str]) -> Any:
-        kind = prop.get("type", "string")
-        choices = enum_choices(prop.get("items", {}) if kind == "array" else prop)
-        label = prop.get("title") or name
-        if prop.get("description"):
-            self.console.print(Text(f"  {prop['description']}", style="dim"))
-        default = "" if prop.get("default") is None else field_text(prop["default"])
-        mark = "*" if name in required else ""
-        while True:
-            raw = await self.question(
-                f"  {label}{mark} ({field_hint(prop, kind, choices)}): ", default=default
-            )
-            if raw is None:
-                return _CANCEL
-            if raw == "":
-                if name in required:
-                    self.console.print(Text("  required", style="yellow"))
-                    continue
-                return _SKIP
-            try:
-                return field_value(raw, prop, kind, choices)
-            except ValueError as exc:
-                self.console.print(Text(f"  {exc}", style="yellow"))
+        return await ask_form(self.console, self.question, schema)
 
     # -- commands ----------------------------------------------------------------------
 
@@ -567,9 +530,6 @@ def prompt_session(history: History, *, piped: bool = False, **io: Any) -> Promp
         complete_while_typing=False,
         **io,
     )
-
-
-_CANCEL, _SKIP = object(), object()
 
 
 def _key_values(text: str) -> Iterator[tuple[str, str]]:
