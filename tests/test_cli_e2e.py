@@ -7,7 +7,6 @@ server's workspace and the state dir), so the tests run in parallel.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,38 +16,9 @@ from typing import Any
 
 import pytest
 
+from tests.cli import RUN_MCP, cli_env, run_cli
 from tests.fake_llm import ScriptedLLM, error, text, tool_calls
-from tests.servers import REPO_ROOT, free_port, time_server_command
-
-RUN_MCP = str(REPO_ROOT / "run_mcp.py")
-
-
-def run_cli(
-    args: list[str],
-    workdir: Path,
-    *,
-    base_url: str | None,
-    api_key: str | None = "sk-e2e-secret",
-    stdin: str | None = None,
-    timeout: float = 90,
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
-    env["MCP_AGENT_STATE_DIR"] = str(workdir / "state")
-    env["NO_COLOR"] = "1"
-    if base_url:
-        env["OPENAI_BASE_URL"] = base_url
-    if api_key:
-        env["OPENAI_API_KEY"] = api_key
-    return subprocess.run(
-        [sys.executable, RUN_MCP, *args],
-        cwd=workdir,
-        env=env,
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from tests.servers import free_port, time_server_command
 
 
 def time_server_args() -> list[str]:
@@ -255,10 +225,8 @@ def test_interactive_with_piped_lines_runs_each_line_as_a_turn(tmp_path: Path) -
 
 def test_ctrl_c_in_a_single_shot_json_run_reports_the_cut_short_call(tmp_path: Path) -> None:
     """SIGINT during a tool call: exit 130, one line on stderr, JSON that says what ran."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
-    env |= {"MCP_AGENT_STATE_DIR": str(tmp_path / "state"), "NO_COLOR": "1"}
     with ScriptedLLM(tool_calls(("local__bash", {"command": "sleep 30"}))) as llm:
-        env |= {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "sk-e2e"}
+        env = cli_env(tmp_path, llm.base_url, "sk-e2e")
         proc = subprocess.Popen(
             [sys.executable, RUN_MCP, "-p", "sleep", "--yes", "--output", "json"],
             cwd=tmp_path,

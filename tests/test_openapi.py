@@ -8,7 +8,6 @@ import anyio
 import pytest
 
 from agent.config import ServerConfig, Settings
-from agent.tools.openapi import resolve_refs
 from agent.tools.registry import ToolRegistry
 from tests.servers import mcpo_time_server
 
@@ -71,16 +70,3 @@ async def test_not_an_openapi_server_fails_at_connect(
     async with ToolRegistry(Settings(servers=(config,), state_dir=tmp_path)) as registry:
         failures = await registry.connect_all()
     assert [f.server for f in failures] == ["nope"] and "openapi.json" in failures[0].cause
-
-
-def test_refs_resolve_and_cycles_terminate() -> None:
-    doc = {
-        "components": {
-            "schemas": {
-                "A": {"type": "object", "properties": {"b": {"$ref": "#/components/schemas/B"}}},
-                "B": {"type": "object", "properties": {"a": {"$ref": "#/components/schemas/A"}}},
-            }
-        }
-    }
-    out = resolve_refs({"$ref": "#/components/schemas/A"}, doc)
-    assert out["properties"]["b"]["type"] == "object"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,8 +14,9 @@ from agent.errors import ConfigError
 from agent.redact import MASK, Redactor
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, load
+from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, error, text, tool_calls
-from tests.servers import REPO_ROOT, free_port
+from tests.servers import free_port
 
 API_KEY = "sk-test-SECRET-123"
 TOKEN = "tok-SECRET-456"
@@ -30,25 +29,6 @@ LEAKY_CRASH = (
     "print('token was ' + os.environ['MCP_TOKEN'], file=sys.stderr); "
     "sys.exit('fatal: the upstream refused ' + os.environ['MCP_TOKEN'])"
 )
-
-
-def run_cli(
-    args: list[str], workdir: Path, *, base_url: str, api_key: str, extra_env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    """`python run_mcp.py` with state and logs in `workdir` (as tests/test_cli_e2e.py does)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
-    env.update(extra_env)
-    env |= {"MCP_AGENT_STATE_DIR": str(workdir / "state"), "NO_COLOR": "1"}
-    env |= {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key}
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
 
 
 def assert_no_secret(text: str, where: str) -> None:

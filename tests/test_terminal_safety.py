@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +16,8 @@ from agent.events import RunFinished, ToolCallFinished, Usage
 from agent.redact import MASK, Redactor
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole, clean
+from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, error, text, tool_calls
-from tests.servers import REPO_ROOT
 
 ESCAPES = "\x1b[31mRED\x1b[0m \x1b[2J \x1b]0;PWNED\x07 \u202eevil"
 KEY = "sk-test-terminal-0123456789"
@@ -58,25 +55,12 @@ def test_errors_and_tool_output_on_the_trace_are_redacted() -> None:
     assert screen.count(MASK) == 2
 
 
-def run_cli(args: list[str], cwd: Path, base_url: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
-    env |= {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": KEY}
-    env |= {"MCP_AGENT_STATE_DIR": str(cwd / "state"), "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-
-
 @pytest.mark.parametrize("output", ["text", "json"])
 def test_a_model_error_quoting_the_api_key_is_masked_on_stderr(tmp_path: Path, output: str) -> None:
     with ScriptedLLM(error(400, f"bad request for key {KEY}")) as llm:
-        done = run_cli(["-p", "hi", "--output", output], tmp_path, llm.base_url)
+        done = run_cli(
+            ["-p", "hi", "--output", output], tmp_path, base_url=llm.base_url, api_key=KEY
+        )
     assert done.returncode == 1
     assert KEY not in done.stderr and KEY not in done.stdout
     assert "bad request for key" in done.stderr
@@ -88,7 +72,7 @@ def test_escape_sequences_from_a_tool_stay_inert_in_the_single_shot_trace(tmp_pa
     command = r"printf '\033[31mRED\033[0m \033]0;PWNED\007 done\n'"
     script = [tool_calls(("local__bash", {"command": command})), text("finished")]
     with ScriptedLLM(*script) as llm:
-        done = run_cli(["-p", "colour me", "--yes"], tmp_path, llm.base_url)
+        done = run_cli(["-p", "colour me", "--yes"], tmp_path, base_url=llm.base_url, api_key=KEY)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "finished\n"
     assert "\x1b" not in done.stderr

@@ -1,0 +1,48 @@
+"""`python run_mcp.py` run as a user runs it, for the end-to-end tests.
+
+State and logs go to `workdir/state`, so tests run in parallel; the agent's own environment
+variables (OPENAI_*, MCP_AGENT_*) of the machine never leak into a test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.servers import REPO_ROOT
+
+RUN_MCP = str(REPO_ROOT / "run_mcp.py")
+
+
+def cli_env(workdir: Path, base_url: str | None, api_key: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    env |= {"MCP_AGENT_STATE_DIR": str(workdir / "state"), "NO_COLOR": "1"}
+    if base_url:
+        env["OPENAI_BASE_URL"] = base_url
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key
+    return env
+
+
+def run_cli(
+    args: list[str],
+    workdir: Path,
+    *,
+    base_url: str | None,
+    api_key: str | None = "sk-e2e-secret",
+    stdin: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 90,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, RUN_MCP, *args],
+        cwd=workdir,
+        env={**(extra_env or {}), **cli_env(workdir, base_url, api_key)},
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
