@@ -358,7 +358,8 @@ class Repl:
                 "read-only" if spec.read_only else ("destructive" if spec.destructive else "writes")
             )
             desc = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
-            table.add_row(Text(public), Text(spec.title or ""), Text(hints), Text(desc[:80]))
+            desc = desc if len(desc) <= 100 else desc[:99].rstrip() + "…"
+            table.add_row(Text(public), Text(spec.title or ""), Text(hints), Text(desc))
         self.console.print(table)
 
     async def _servers(self, arg: str) -> None:
