@@ -18,7 +18,8 @@ from agent.config import ServerConfig, Settings, build_settings
 from agent.errors import AgentError, ConfigError
 from agent.redact import PATTERNS_ONLY, Redactor
 
-EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_MAX_STEPS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
+EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 CLI_SERVER_NAME = "main"
 
 app = typer.Typer(

@@ -75,7 +75,7 @@ class UISettings(_Frozen):
 
     quiet: bool = False
     verbose: bool = False
-    approval: Literal["ask", "yes"] = "ask"
+    approval: Literal["ask", "yes", "read-only"] = "ask"
 
 
 class ServerConfig(_Frozen):
@@ -393,13 +393,14 @@ def build_settings(
             )
         servers.append(cli_server)
     root = (workspace or Path.cwd()).resolve()
-    if not servers:
-        servers.append(bundled_server(root))
+    enabled = [s for s in servers if s.enabled]
+    if not enabled:  # no server at all (or all switched off): the bundled one
+        enabled.append(bundled_server(root))
     return Settings(
         llm=llm,
         agent=agent,
         ui=ui,
-        servers=tuple(s for s in servers if s.enabled),
+        servers=tuple(enabled),
         state_dir=default_state_dir(environ),
         workspace=root,
     )

@@ -6,7 +6,7 @@ stream. Frozen dataclasses with a `kind` tag so they serialise and match cleanly
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # Token counts: one type for the model seam and the events (re-exported for front ends).
@@ -120,7 +120,3 @@ Event = (
     | Notice
     | RunFinished
 )
-
-
-def to_dict(event: Event) -> dict[str, Any]:
-    return asdict(event)

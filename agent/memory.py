@@ -147,6 +147,3 @@ class Memory:
             keep.discard(older.pop(0))
         system = {"role": "system", "content": self.system_prompt}
         return [system] + [m for i in sorted(keep) for m in units[i]]
-
-    def token_estimate(self) -> int:
-        return estimate_tokens(self.system_prompt) + sum(self.cost(m) for m in self.messages)

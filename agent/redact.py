@@ -111,9 +111,6 @@ class Redactor:
         """Every secret the settings (and the secret-named variables of `environ`) hold."""
         return cls.of(secret_values(settings, environ or {}))
 
-    def merged(self, other: Redactor) -> Redactor:
-        return Redactor.of((*self.values, *other.values))
-
     def __call__(self, text: str) -> str:
         if not text:
             return text

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlparse
 
 import anyio
@@ -120,7 +120,6 @@ def build_agent(
     session: Loaded,
     catalog: Catalog | None = None,
 ) -> Agent:
-    mode: Literal["ask", "yes"] = "yes" if settings.ui.approval == "yes" else "ask"
     memory = Memory.with_instructions(settings.agent.system_prompt, registry.instructions())
     memory.messages.extend(session.messages)
     memory.sink = session.transcript.append
@@ -133,7 +132,7 @@ def build_agent(
         max_steps=settings.agent.max_steps,
         context_window=settings.llm.context_window,
         reserve_tokens=settings.llm.max_tokens or 4096,
-        approval=ApprovalPolicy(mode=mode, ask=ask),
+        approval=ApprovalPolicy(mode=settings.ui.approval, ask=ask),
         agent_tools=catalog.agent_tools if catalog is not None else None,
     )
 

@@ -127,8 +127,11 @@ def find_session(state_dir: Path, session: str) -> Path:
         return files[-1]
     matches = [f for f in files if f.stem.startswith(session)]
     if len(matches) != 1:
-        what = "no session" if not matches else f"{len(matches)} sessions"
-        raise ConfigError(f"--resume {session}: {what} match in {folder} (try --resume latest)")
+        what = "no session matches" if not matches else f"{len(matches)} sessions match"
+        recent = "; ".join(
+            f"{sid} ({first})" if first else sid for sid, first in list_sessions(state_dir, 3)
+        )
+        raise ConfigError(f"--resume {session}: {what} in {folder}; latest: {recent}")
     return matches[0]
 
 

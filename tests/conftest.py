@@ -13,18 +13,13 @@ import pytest
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.servers import REPO_ROOT, everything_server  # noqa: E402
+from tests.servers import everything_server  # noqa: E402
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     """Only asyncio: the product runs on asyncio and trio is not installed."""
     return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def repo_root() -> Path:
-    return REPO_ROOT
 
 
 # Module scope: one node process per test module per xdist worker (each on its own free port),

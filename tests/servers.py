@@ -119,11 +119,6 @@ def time_server_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "mcp_server_time", "--local-timezone", "UTC"]
 
 
-def bundled_stdio_command() -> tuple[str, list[str]]:
-    """(command, args) for the project's own server over stdio."""
-    return sys.executable, ["-m", "agent.server", "--transport", "stdio"]
-
-
 def _log_tail(log_path: Path, limit: int = 4000) -> str:
     try:
         text = log_path.read_text(errors="replace")

@@ -68,6 +68,12 @@ def test_no_servers_means_the_bundled_server(tmp_path: Path) -> None:
     s = build(tmp_path)
     assert [srv.name for srv in s.servers] == [BUNDLED_SERVER_NAME]
     assert s.servers[0].args[:2] == ("-m", "agent.server")
+    off = {"mcpServers": {"a": {"command": "x", "enabled": False}}}
+    assert [srv.name for srv in build(tmp_path, mcp=off).servers] == [BUNDLED_SERVER_NAME]
+
+
+def test_read_only_approval_can_be_configured(tmp_path: Path) -> None:
+    assert build(tmp_path, toml='[ui]\napproval = "read-only"\n').ui.approval == "read-only"
 
 
 def test_claude_desktop_format_with_types_inferred(tmp_path: Path) -> None:

@@ -117,9 +117,13 @@ def test_clear_record_resets_loaded_memory(tmp_path: Path) -> None:
 def test_unknown_session_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no saved sessions"):
         find_session(tmp_path, "latest")
-    Transcript.create(tmp_path, {}).close()
-    with pytest.raises(ConfigError, match="no session match"):
+    transcript = Transcript.create(tmp_path, {})
+    memory = Memory(sink=transcript.append)
+    memory.add_user("plan the trip\nwith details")
+    transcript.close()
+    with pytest.raises(ConfigError, match="no session matches") as info:
         find_session(tmp_path, "zzz")
+    assert f"latest: {transcript.path.stem} (plan the trip)" in str(info.value)
 
 
 def test_markdown_export_has_every_part() -> None:

@@ -14,7 +14,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent.approval import ApprovalPolicy, ApprovalRequest, Decision
+from agent.approval import ApprovalPolicy
 from agent.config import ServerConfig, Settings
 from agent.memory import Memory
 from agent.react import Agent
@@ -194,7 +194,3 @@ async def test_clear_forgets_and_is_recorded(registry: ToolRegistry, tmp_path: P
     _, repl = await drive(registry, model, ["one", "/clear", "two"], tmp_path)
     assert [m["role"] for m in model.requests[-1]] == ["system", "user"]
     assert [m["content"] for m in load(repl.transcript.path).messages] == ["two", "second"]  # type: ignore[union-attr]
-
-
-def _unused(_: ApprovalRequest) -> Decision:  # keeps the imported names used for typing
-    return "no"

@@ -20,7 +20,10 @@ from tests.fake_llm import ScriptedLLM, text, tool_calls
 from tests.servers import REPO_ROOT
 from tests.terminal import Terminal
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+# CI installs tmux (.ci/run); elsewhere a machine without it skips these, but CI never does.
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None and os.environ.get("CI") != "true", reason="needs tmux"
+)
 
 PROMPT = r"\n›[ ]?(?=\n|$)"  # an empty prompt line (tmux trims trailing spaces)
 
@@ -128,6 +131,9 @@ def test_a_session_at_the_terminal(
         tool_results = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
         assert "cancelled" in tool_results[-1]["content"]  # the cut-short call, recorded
         llm.assert_complete()
+    history = workspace.parent / "state" / "history"
+    assert "what is the launch code?" in history.read_text()
+    assert history.stat().st_mode & 0o777 == 0o600  # what people type stays private
 
 
 def test_a_killed_session_resumes_with_every_completed_turn(

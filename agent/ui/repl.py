@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import difflib
 import json
+import os
 import shlex
 import signal
 import sys
@@ -151,7 +152,7 @@ class Repl:
         self._pending_logs: list[Text] = []
         for name, help_text, handler in (
             ("help", "show the commands", self._help),
-            ("tools", "list tools: /tools [server]", self._tools),
+            ("tools", "list tools: /tools [server], or one tool in full: /tools NAME", self._tools),
             ("servers", "server status table", self._servers),
             ("resources", "list resources and templates: /resources [server]", self._resources),
             ("prompts", "list prompts: /prompts [server]", self._prompts),
@@ -543,8 +544,11 @@ def _key_values(text: str) -> Iterator[tuple[str, str]]:
 
 
 def history_file(settings: Settings) -> Path:
+    """The input history: private (0600), since people paste secrets into prompts."""
     path = settings.state_dir / "history"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    path.chmod(0o600)  # one made by an older version
     return path
 
 

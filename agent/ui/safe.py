@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.segment import Segment
@@ -33,7 +34,15 @@ def clean(text: str) -> str:
 
 
 class SafeConsole(Console):
-    """A rich Console whose content can never act as a terminal control sequence."""
+    """A rich Console whose content can never act as a terminal control sequence.
+
+    Into a pipe or a file it does not wrap: one message stays one line for grep and logs.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "soft_wrap" not in kwargs and not self.is_terminal:
+            self.soft_wrap = True
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return super()._render_buffer(
