@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from agent.errors import ContextOverflowError, ModelError
+from agent.text import valid_unicode
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -132,7 +133,11 @@ class ToolCallAccumulator:
 
     def calls(self) -> tuple[ToolCall, ...]:
         return tuple(
-            ToolCall(id=c.id or f"call_{i}", name=c.name, arguments="".join(c.arguments))
+            ToolCall(
+                id=c.id or f"call_{i}",
+                name=valid_unicode(c.name),
+                arguments=valid_unicode("".join(c.arguments)),
+            )
             for i, c in enumerate(self._calls, 1)
         )
 
@@ -265,8 +270,9 @@ class OpenAIModel:
                             finish_reason = choice["finish_reason"]
                         delta = choice.get("delta") or {}
                         if delta.get("content"):
-                            content.append(delta["content"])
-                            yield delta["content"]
+                            text = valid_unicode(delta["content"])
+                            content.append(text)
+                            yield text
                         for tc in delta.get("tool_calls") or ():
                             fn = tc.get("function") or {}
                             calls.add(
@@ -293,13 +299,13 @@ class OpenAIModel:
         tool_calls = tuple(
             ToolCall(
                 id=tc.get("id") or f"call_{i}",
-                name=tc["function"].get("name") or "",
-                arguments=tc["function"].get("arguments") or "",
+                name=valid_unicode(tc["function"].get("name") or ""),
+                arguments=valid_unicode(tc["function"].get("arguments") or ""),
             )
             for i, tc in enumerate(message.get("tool_calls") or (), 1)
             if isinstance(tc.get("function"), dict)
         )
-        text = message.get("content") or ""
+        text = valid_unicode(message.get("content") or "")
         if text:
             yield text
         usage = _usage(completion["usage"]) if completion.get("usage") else Usage()

@@ -40,6 +40,7 @@ from agent.tools.results import Observation, error_observation
 
 TERMINATE = "terminate"
 REPEAT_LIMIT = 3
+MAX_ARGUMENT_DEPTH = 64  # nesting of a tool call's arguments; no real schema comes close
 TERMINATE_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -210,7 +211,9 @@ class Agent:
             yield event
         terminate = next((c for c in calls if c.name == TERMINATE and c.problem is None), None)
         if terminate is not None:
-            yield FinalAnswer(str(terminate.arguments.get("answer") or reply.content or "Done."))
+            answer = terminate.arguments.get("answer") or reply.content or "Done."
+            text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+            yield FinalAnswer(text)
             return
         yield RunAgain()
 
@@ -252,13 +255,18 @@ class Agent:
         return self._tools_cache, self._tools_tokens
 
     def _parse_calls(self, tool_calls: tuple[ToolCall, ...]) -> list[_Call]:
+        """Resolve each call. Ids are made unique: approvals and results are keyed by them,
+        and a model that repeats an id must not get one call's verdict applied to another."""
         calls: list[_Call] = []
-        for tc in tool_calls:
+        seen: set[str] = set()
+        for number, tc in enumerate(tool_calls, 1):
+            call_id = tc.id if tc.id and tc.id not in seen else f"{tc.id or 'call'}_{number}"
+            seen.add(call_id)
             spec = self.tools.tools.get(tc.name)
             arguments, problem = _parse_arguments(tc.arguments)
             if spec is None and tc.name != TERMINATE and tc.name not in self.own_tools():
                 problem = f"unknown tool '{tc.name}'. Use one of the tools you were given."
-            calls.append(_Call(tc.id, tc.name, arguments, spec, problem))
+            calls.append(_Call(call_id, tc.name, arguments, spec, problem))
         return calls
 
     async def _act(self, calls: list[_Call]) -> AsyncIterator[Event]:
@@ -361,18 +369,45 @@ class Agent:
 
 
 def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """The model's arguments as a JSON object, or the problem to tell it.
+
+    Everything downstream (servers, redaction, transcripts, JSON output) walks the value, so
+    what no schema needs is refused here: NaN/Infinity and absurd nesting.
+    """
     if not raw.strip():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         return {}, (
             f"the arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
             "send a JSON object that matches the tool's schema"
         )
+    except (ValueError, RecursionError) as exc:
+        return {}, f"the arguments are not usable JSON ({exc}); send a plain JSON object"
     if not isinstance(value, dict):
         return {}, f"the arguments must be a JSON object, got {type(value).__name__}"
+    if _depth(value) > MAX_ARGUMENT_DEPTH:
+        return {}, f"the arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels"
     return value, None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth, counted without recursion (the value may be thousands deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if depth > MAX_ARGUMENT_DEPTH:
+                break
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _wire(call: _Call) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.redact import Redactor
 from agent.server_requests import ServerRequests
+from agent.text import valid_unicode
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.transcript import Loaded, Transcript, find_session, load
@@ -258,7 +259,8 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
         renderer.close()
         if output == "json":
             so_far = agent.run_usage if agent is not None else None
-            print(json.dumps(redact.deep(record.to_json(so_far)), ensure_ascii=False))
+            report = json.dumps(redact.deep(record.to_json(so_far)), ensure_ascii=False)
+            print(valid_unicode(report))
         await model.aclose()
         session.transcript.close()
     done = record.finished

@@ -21,6 +21,7 @@ from typing import IO, Any
 from agent.errors import ConfigError
 from agent.memory import Message
 from agent.redact import PATTERNS_ONLY, Redactor
+from agent.text import valid_unicode
 
 _CHUNK = 64 * 1024
 
@@ -60,7 +61,8 @@ class Transcript:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             _end_on_fresh_line(fd)
             self._fh = os.fdopen(fd, "a", encoding="utf-8")
-        self._fh.write(json.dumps(self.redact.deep(record), ensure_ascii=False) + "\n")
+        line = json.dumps(self.redact.deep(record), ensure_ascii=False)
+        self._fh.write(valid_unicode(line) + "\n")  # a stray surrogate must not lose the line
         self._fh.flush()
 
     def append(self, message: Message) -> None:

@@ -344,6 +344,14 @@ def echo(text: str) -> str:
 
 
 @server.tool()
+def spawn_child() -> str:
+    """Start a long child in the server's own process group; return its pid."""
+    import subprocess
+    child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return str(child.pid)
+
+
+@server.tool()
 def die() -> str:
     """Exit the server at once, in the middle of the call."""
     print(f"{NAME} dying on purpose", file=sys.stderr, flush=True)

@@ -255,3 +255,13 @@ def test_ctrl_c_in_a_single_shot_json_run_reports_the_cut_short_call(tmp_path: P
     [call] = report["tool_calls"]
     assert call["name"] == "local__bash" and call["is_error"]
     assert "cancelled" in call["output"] and call["duration_ms"] > 0
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_lone_surrogate_from_the_model_is_replaced_not_fatal(tmp_path: Path, output: str) -> None:
+    """JSON may carry "\\ud800": no UTF-8 pipe, file or transcript can hold it."""
+    with ScriptedLLM(text("bad \ud800 char")) as llm:
+        proc = run_cli(["-p", "hi", "--output", output], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    answer = proc.stdout if output == "text" else json.loads(proc.stdout)["answer"]
+    assert answer.strip() == "bad \ufffd char"

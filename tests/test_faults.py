@@ -328,6 +328,48 @@ async def test_frozen_http_server_never_holds_a_call_beyond_timeout_plus_one(
                 assert not again.is_error, again.text
 
 
+RAW_SERVER = str(Path(__file__).parent / "raw_server.py")
+
+
+async def test_a_reply_that_is_not_utf8_does_not_stall_the_connection(tmp_path: Path) -> None:
+    raw = stdio("raw", (sys.executable, [RAW_SERVER, "badutf8"]), tool_timeout=5)
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
+            assert await registry.connect_all() == []
+            started = time.monotonic()
+            for _ in range(2):
+                obs = await registry.call("raw__echo", {})
+                assert not obs.is_error and "bad \ufffd\ufffd bytes" in obs.text, obs.text
+            assert time.monotonic() - started < 4  # not the 5 s tool timeout
+            assert registry.servers["raw"].status.restarts == 0
+
+
+async def test_children_a_server_leaves_behind_are_stopped_with_it(tmp_path: Path) -> None:
+    """A server that exits promptly on stdin EOF is never signalled by the SDK; its
+    children (same process group) would outlive the agent."""
+    settings = settings_for(tmp_path, stdio("f", fault_server_command(tmp_path)))
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            child = int((await registry.call("f__spawn_child", {})).text.splitlines()[-1])
+            os.kill(child, 0)  # alive while the server is
+        deadline = time.monotonic() + 5
+        while running(child):
+            if time.monotonic() > deadline:
+                os.kill(child, signal.SIGKILL)
+                raise AssertionError(f"child {child} of the server outlived it")
+            await anyio.sleep(0.05)
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's parent may be slow to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 # --------------------------------------------------------------------------- what comes back
 
 

@@ -10,6 +10,7 @@ import pytest
 from agent.approval import ApprovalPolicy, ApprovalRequest, Decision
 from agent.errors import ContextOverflowError, ModelError
 from agent.events import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+from agent.llm import Reply, ToolCall, Usage
 from agent.memory import Memory
 from agent.react import Agent
 from tests.fake_model import FakeModel, FakeTools, answer, calls, sleep_then
@@ -214,3 +215,58 @@ async def test_multi_turn_memory_carries_tool_results() -> None:
     await drain(agent, "first")
     await drain(agent, "second")
     assert any("echo:t1" in (m.get("content") or "") for m in model.requests[-1])
+
+
+async def test_a_repeated_call_id_cannot_carry_one_approval_to_another_call() -> None:
+    """Approvals and results are keyed by call id: a model repeating one must not get a
+    refused destructive call run on the verdict of a read-only call."""
+    same_id = Reply(
+        content="",
+        tool_calls=(
+            ToolCall("call_1", "write", '{"text": "w"}'),
+            ToolCall("call_1", "read", '{"text": "r"}'),
+        ),
+        usage=Usage(10, 5),
+        finish_reason="tool_calls",
+    )
+    tools = FakeTools({"write": echo, "read": echo}, read_only=frozenset({"read"}))
+    agent, model = make(
+        [same_id, answer("ok")], tools, approval=ApprovalPolicy(mode="ask", ask=None)
+    )
+    await drain(agent, "go")
+    assert tools.calls == [("read", {"text": "r"})]
+    results = [m for m in model.requests[1] if m["role"] == "tool"]
+    assert len({m["tool_call_id"] for m in results}) == 2
+    assert "--yes" in results[0]["content"] and results[1]["content"] == "echo:r"
+    sent = [m for m in model.requests[1] if m.get("tool_calls")][0]["tool_calls"]
+    assert [c["id"] for c in sent] == [m["tool_call_id"] for m in results]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ("[" * 5000 + "]" * 5000, "not usable JSON"),
+        ('{"a": ' * 100 + "1" + "}" * 100, "nested deeper than 64 levels"),
+        ('{"x": NaN}', "NaN is not valid JSON"),
+        ('{"x": 1e999}', None),  # a huge number is still a number
+    ],
+)
+async def test_pathological_arguments_become_observations(
+    arguments: str, problem: str | None
+) -> None:
+    tools = FakeTools({"echo": echo})
+    reply = Reply("", (ToolCall("c1", "echo", arguments),), Usage(1, 1), "tool_calls")
+    agent, model = make([reply, answer("ok")], tools)
+    done = finished(await drain(agent, "go"))
+    assert done.status == "answered"
+    result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+    if problem is None:
+        assert tools.calls and result.startswith("echo:")
+    else:
+        assert tools.calls == [] and problem in result
+
+
+async def test_terminate_with_a_structured_answer_gives_json_text() -> None:
+    reply = calls(("terminate", {"status": "success", "answer": {"total": 3}}))
+    agent, _ = make([reply])
+    assert finished(await drain(agent, "go")).answer == '{"total": 3}'

@@ -14,6 +14,7 @@ import contextvars
 import logging
 import os
 import re
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,22 @@ CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 # process group. Its 2 s default added 2 s to every exit for servers that ignore stdin EOF
 # (server-everything and most Node servers); SIGTERM is still a graceful request.
 mcp_stdio.PROCESS_TERMINATION_TIMEOUT = 0.5
+_sdk_stop_server_process = mcp_stdio._stop_server_process
+
+
+async def _stop_server_and_its_group(process: Any) -> None:
+    """The SDK signals the server's process group only if the server outlives stdin EOF; one
+    that exits promptly leaves its children (same group, reparented to init) running. The
+    server leads its own group (start_new_session), so the group id is its pid."""
+    try:
+        await _sdk_stop_server_process(process)
+    finally:
+        if os.name == "posix":
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+mcp_stdio._stop_server_process = _stop_server_and_its_group
 MessageHandler = Callable[[Any], Awaitable[None]]
 MAX_TOOL_PAGES = 100
 STDERR_TAIL_LINES = 5
@@ -172,6 +189,8 @@ class MCPServerConnection(ToolServer):
                 args=list(cfg.args),
                 env=server_env(cfg.env, self._environ),
                 cwd=cfg.cwd,
+                # One bad byte on stdout would otherwise stall the connection for good.
+                encoding_error_handler="replace",
             )
             return stdio_client(params, errlog=await self._stderr_pipe(stack))
         if cfg.type == "sse":

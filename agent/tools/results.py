@@ -15,6 +15,8 @@ from typing import Any
 
 import mcp.types as types
 
+from agent.text import valid_unicode
+
 
 @dataclass(frozen=True)
 class Image:
@@ -131,7 +133,7 @@ def to_observation(result: types.CallToolResult, server: str, max_chars: int) ->
     structured = _structured_text(result.structured_content, texts)
     if structured:
         texts.append(structured)
-    body = "\n".join(texts) if texts else "(no output)"
+    body = valid_unicode("\n".join(texts)) if texts else "(no output)"
     body, cut = truncate(body, max_chars)
     prefix = untrusted_marker(server)
     if result.is_error:
