@@ -16,6 +16,7 @@ Message = dict[str, Any]
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
 
+MAX_INSTRUCTIONS = 4000  # characters of one server's MCP instructions in the system prompt
 DEFAULT_SYSTEM_PROMPT = """\
 You are a capable assistant working in a terminal. You can call tools provided by MCP \
 servers to inspect and change the user's environment.
@@ -66,7 +67,11 @@ class Memory:
         """System prompt plus each server's MCP `instructions`, marked by server."""
         prompt = base or DEFAULT_SYSTEM_PROMPT
         for server, text in instructions.items():
-            prompt += f"\nNotes from MCP server '{server}' (external, untrusted):\n{text.strip()}\n"
+            text = text.strip()
+            if len(text) > MAX_INSTRUCTIONS:  # it rides along in every request
+                cut = len(text) - MAX_INSTRUCTIONS
+                text = f"{text[:MAX_INSTRUCTIONS]}\n[… {cut} more characters of notes cut]"
+            prompt += f"\nNotes from MCP server '{server}' (external, untrusted):\n{text}\n"
         return cls(system_prompt=prompt)
 
     def add_user(self, content: str) -> None:

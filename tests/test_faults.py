@@ -33,8 +33,9 @@ from hypothesis import strategies as st
 
 from agent.config import ServerConfig, build_settings, load_mcp_config, load_toml
 from agent.errors import ConfigError
-from agent.tools.base import MAX_RESTARTS
-from agent.tools.registry import ToolRegistry
+from agent.memory import Memory
+from agent.tools.base import MAX_RESTARTS, ToolSpec
+from agent.tools.registry import ToolRegistry, openai_tool
 from agent.tools.results import to_observation, untrusted_marker
 from tests.servers import (
     HOST,
@@ -342,6 +343,56 @@ async def test_a_reply_that_is_not_utf8_does_not_stall_the_connection(tmp_path: 
                 assert not obs.is_error and "bad \ufffd\ufffd bytes" in obs.text, obs.text
             assert time.monotonic() - started < 4  # not the 5 s tool timeout
             assert registry.servers["raw"].status.restarts == 0
+
+
+async def test_what_one_server_puts_into_every_model_request_is_bounded(tmp_path: Path) -> None:
+    """200 KB of instructions and a schema of 500 KB must not ride along in every request."""
+    raw = stdio("raw", (sys.executable, [RAW_SERVER, "hostile"]))
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
+            assert await registry.connect_all() == []
+            memory = Memory.with_instructions(None, registry.instructions())
+            tools = registry.openai_tools()
+    assert (
+        len(memory.system_prompt) < 8000 and "more characters of notes cut" in memory.system_prompt
+    )
+    [tool] = tools
+    assert len(json.dumps(tool)) < 25_000
+    assert "was too large to send" in tool["function"]["description"]
+    assert tool["function"]["parameters"] == {
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {},
+    }
+
+
+async def test_more_tools_than_an_endpoint_takes_is_a_warning_at_start(tmp_path: Path) -> None:
+    raw = stdio("raw", (sys.executable, [RAW_SERVER, "many"]))
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
+            assert await registry.connect_all() == []
+    assert len(registry.tools) == 200
+    [warning] = registry.warnings
+    assert "200 tools" in warning and "include_tools" in warning
+
+
+def test_schema_descriptions_and_depth_are_cut() -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(500):
+        deep = {"type": "object", "properties": {"x": deep}}
+    spec = ToolSpec(
+        "s",
+        "t",
+        "d",
+        {
+            "type": "object",
+            "properties": {"q": {"type": "string", "description": "inject " * 1000}, "deep": deep},
+        },
+    )
+    schema = openai_tool("s__t", spec)["function"]["parameters"]
+    assert schema["properties"]["q"]["description"].endswith(" [...]")
+    assert len(schema["properties"]["q"]["description"]) < 600
+    json.dumps(schema)  # a 500-deep schema would break the encoder; the cut one does not
 
 
 async def test_children_a_server_leaves_behind_are_stopped_with_it(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -39,6 +40,11 @@ NAME_LIMIT = 64
 REFRESH_DEBOUNCE = 0.25  # server-everything sends five list_changed in a burst at connect
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 DESCRIPTION_LIMIT = 2000
+# What one server may put into every model request through a tool's input schema.
+SCHEMA_DESCRIPTION_LIMIT = 500
+SCHEMA_DEPTH = 32
+SCHEMA_LIMIT = 20_000  # characters of the whole schema
+TOOL_LIMIT = 128  # OpenAI's endpoint refuses more tools in one request
 CALL_GRACE = 0.5  # seconds past tool_timeout before we stop waiting for a hung server
 SETTLE_TIMEOUT = 10.0  # longest a model request waits for announced re-listings
 
@@ -99,7 +105,10 @@ def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
     text = f"{title}{spec.description}".strip()
     if len(text) > DESCRIPTION_LIMIT:
         text = text[:DESCRIPTION_LIMIT] + " [...]"
-    schema = dict(spec.input_schema)
+    schema = _tame_schema(spec.input_schema)
+    if (size := len(json.dumps(schema))) > SCHEMA_LIMIT:
+        text += f" [its input schema ({size} characters) was too large to send]"
+        schema = {"type": "object", "additionalProperties": True}
     schema.setdefault("type", "object")
     if schema.get("type") == "object":
         schema.setdefault("properties", {})
@@ -111,6 +120,23 @@ def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
             "parameters": schema,
         },
     }
+
+
+def _tame_schema(node: Any, depth: int = 0) -> Any:
+    """A server's input schema as the model may see it: every description cut to
+    SCHEMA_DESCRIPTION_LIMIT (they rode past the tool description's own limit), and
+    nesting cut at SCHEMA_DEPTH (a thousand-deep schema breaks JSON encoders)."""
+    if isinstance(node, dict):
+        if depth >= SCHEMA_DEPTH:
+            return {}
+        tamed = {k: _tame_schema(v, depth + 1) for k, v in node.items()}
+        description = tamed.get("description")
+        if isinstance(description, str) and len(description) > SCHEMA_DESCRIPTION_LIMIT:
+            tamed["description"] = description[:SCHEMA_DESCRIPTION_LIMIT] + " [...]"
+        return tamed
+    if isinstance(node, list):
+        return [] if depth >= SCHEMA_DEPTH else [_tame_schema(v, depth + 1) for v in node]
+    return node
 
 
 def make_server(
@@ -221,6 +247,11 @@ class ToolRegistry:
             for server in self.servers.values():
                 tg.start_soon(connect, server)
         self._rebuild()
+        if len(self.tools) > TOOL_LIMIT:
+            self.warnings.append(
+                f"{len(self.tools)} tools in all: OpenAI's endpoint accepts at most {TOOL_LIMIT} "
+                "(others vary); trim them with include_tools / exclude_tools"
+            )
         order = list(self.servers)
         return sorted(failures, key=lambda e: order.index(e.server))
 
