@@ -9,6 +9,7 @@ question nobody can answer.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,10 @@ from agent.llm import OpenAIModel, Reply, Usage
 from agent.tools.mcp import ClientCallbacks, roots_callback
 
 DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code exists)
+# A server spends our tokens through sampling: bounded per request and per minute, even
+# under --yes, so a looping server cannot run up a bill.
+SAMPLING_MAX_TOKENS = 4096  # unless [llm] max_tokens says otherwise
+SAMPLING_PER_MINUTE = 10  # per server
 
 
 @dataclass(frozen=True)
@@ -59,8 +64,9 @@ class ServerRequests:
     auto_approve: bool = False  # --yes, when there is no ui to ask (the ui follows /approve)
     ui: Asker | None = None
     sampled: list[SamplingRequest] = field(default_factory=list)
-    # Tokens our model spent answering servers: counted with the run that caused them.
-    on_usage: Callable[[Usage], None] | None = None
+    # (server, tokens) each time our model answered a server: counted with the run, shown.
+    on_sampled: Callable[[str, Usage], None] | None = None
+    _recent: dict[str, list[float]] = field(default_factory=dict)
 
     def callbacks(self, server: str) -> ClientCallbacks:
         """The callbacks for one server's connection (they know whom they answer)."""
@@ -76,10 +82,15 @@ class ServerRequests:
         request = SamplingRequest(
             server=server,
             messages=[_openai_message(m) for m in params.messages],
-            max_tokens=params.max_tokens,
+            max_tokens=min(params.max_tokens, self.model.max_tokens or SAMPLING_MAX_TOKENS),
             system_prompt=params.system_prompt,
             temperature=params.temperature,
         )
+        if not self._within_rate(server):
+            return types.ErrorData(
+                code=DECLINED,
+                message=f"too many sampling requests: at most {SAMPLING_PER_MINUTE} a minute",
+            )
         if not await self._sampling_allowed(request):
             return types.ErrorData(
                 code=DECLINED,
@@ -99,14 +110,23 @@ class ServerRequests:
             reply = await _complete(self.model, messages, overrides)
         except ModelError as exc:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"model error: {exc}")
-        if self.on_usage is not None:
-            self.on_usage(reply.usage)
+        if self.on_sampled is not None:
+            self.on_sampled(server, reply.usage)
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(text=reply.content),
             model=self.model.model,
             stop_reason="maxTokens" if reply.finish_reason == "length" else "endTurn",
         )
+
+    def _within_rate(self, server: str) -> bool:
+        now = time.monotonic()
+        recent = [t for t in self._recent.get(server, []) if now - t < 60]
+        self._recent[server] = recent
+        if len(recent) >= SAMPLING_PER_MINUTE:
+            return False
+        recent.append(now)
+        return True
 
     async def _sampling_allowed(self, request: SamplingRequest) -> bool:
         """A front end decides (it follows the live approval mode); without one, --yes does."""

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -138,6 +138,22 @@ def build_agent(
     )
 
 
+def sampling_reporter(
+    agent: Agent, console: Console, settings: Settings
+) -> Callable[[str, Usage], None]:
+    """Each sampling request a server had our model answer: counted with the run, and shown
+    (the user pays for those tokens too)."""
+
+    def report(server: str, usage: Usage) -> None:
+        agent.count_usage(usage)
+        if not settings.ui.quiet:
+            tokens = usage.prompt_tokens + usage.completion_tokens
+            line = f"server '{server}' had the model answer a sampling request ({tokens} tokens)"
+            console.print(Text(line, style="dim"))
+
+    return report
+
+
 async def open_catalog(registry: ToolRegistry, stderr: Console) -> Catalog:
     catalog = Catalog(registry)
     await catalog.refresh()
@@ -251,7 +267,7 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
                     f"warning: {redact(problem)}", markup=False, highlight=False, style="yellow"
                 )
             agent = build_agent(settings, registry, model, None, session, catalog)
-            requests.on_usage = agent.count_usage
+            requests.on_sampled = sampling_reporter(agent, stderr, settings)
             async for event in agent.run(request):
                 record.add(event)
                 renderer.handle(event)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import mcp.types as types
 import pytest
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import create_pipe_input
@@ -24,7 +25,7 @@ from agent.events import ToolProgress
 from agent.llm import OpenAIModel, Usage
 from agent.memory import Memory
 from agent.react import Agent
-from agent.server_requests import ServerRequests
+from agent.server_requests import SAMPLING_MAX_TOKENS, SAMPLING_PER_MINUTE, ServerRequests
 from agent.tools.registry import ToolRegistry
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl, prompt_session
@@ -64,8 +65,8 @@ async def test_sampling_is_answered_by_our_model_with_the_servers_limits(
     registry: ToolRegistry, requests: ServerRequests, llm: ScriptedLLM
 ) -> None:
     requests.auto_approve = True  # --yes
-    spent: list[Usage] = []
-    requests.on_usage = spent.append
+    spent: list[tuple[str, Usage]] = []
+    requests.on_sampled = lambda server, usage: spent.append((server, usage))
     llm.add(text("a haiku about tests"))
     observation = await registry.call(
         "main__trigger-sampling-request", {"prompt": "write a haiku", "maxTokens": 64}
@@ -76,7 +77,26 @@ async def test_sampling_is_answered_by_our_model_with_the_servers_limits(
     assert sent["max_tokens"] == 64
     assert sent["messages"][0]["role"] == "system"  # the server's system prompt
     assert "write a haiku" in sent["messages"][-1]["content"]
-    assert spent == [Usage(12, 7)]  # counted with the run (JSON usage, /usage)
+    assert spent == [("main", Usage(12, 7))]  # counted with the run (JSON usage, /usage)
+    llm.assert_complete()
+
+
+async def test_sampling_is_bounded_in_tokens_and_rate_even_under_yes(
+    requests: ServerRequests, llm: ScriptedLLM
+) -> None:
+    requests.auto_approve = True
+    llm.add(*[text("ok")] * SAMPLING_PER_MINUTE)
+    message = types.SamplingMessage(role="user", content=types.TextContent(text="burn"))
+    params = types.CreateMessageRequestParams(messages=[message], max_tokens=100_000)
+    answers = [await requests.sample("greedy", None, params) for _ in range(SAMPLING_PER_MINUTE)]
+    assert all(isinstance(a, types.CreateMessageResult) for a in answers)
+    assert {r["max_tokens"] for r in llm.requests} == {SAMPLING_MAX_TOKENS}
+    refused = await requests.sample("greedy", None, params)
+    assert isinstance(refused, types.ErrorData) and "too many sampling requests" in refused.message
+    llm.add(text("fine"))  # the limit is per server: another one is still answered
+    other = await requests.sample("modest", None, params.model_copy(update={"max_tokens": 5}))
+    assert isinstance(other, types.CreateMessageResult)
+    assert llm.requests[-1]["max_tokens"] == 5  # a smaller request is honoured as is
     llm.assert_complete()
 
 

@@ -560,6 +560,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         make_model,
         open_catalog,
         open_transcript,
+        sampling_reporter,
         verbosity,
     )
 
@@ -589,7 +590,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
 
             catalog = await open_catalog(registry, SafeConsole(stderr=True))
             agent = build_agent(settings, registry, model, ask, loaded, catalog)
-            requests.on_usage = agent.count_usage
+            requests.on_sampled = sampling_reporter(agent, console, settings)
             repl = Repl(
                 console, session, agent, registry, settings, renderer, loaded.transcript, catalog
             )
