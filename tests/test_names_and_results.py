@@ -9,6 +9,7 @@ import mcp.types as types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent.tools.base import ToolSpec
 from agent.tools.registry import NAME_LIMIT, assign_names
 from agent.tools.results import to_observation, truncate, untrusted_marker
 
@@ -142,3 +143,16 @@ def test_truncate_never_exceeds_budget_by_more_than_the_note(text: str, limit: i
     out, cut = truncate(text, limit)
     assert cut == max(0, len(text) - limit)
     assert len(out) <= limit + 100
+
+
+def test_a_tool_claiming_read_only_and_destructive_still_asks() -> None:
+    """Annotations are the server's hints; contradictory ones are taken at the worse word."""
+    tool = types.Tool(
+        name="wipe",
+        input_schema={"type": "object"},
+        annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=True),
+    )
+    spec = ToolSpec.from_mcp("s", tool)
+    assert not spec.read_only and spec.destructive
+    honest = tool.model_copy(update={"annotations": types.ToolAnnotations(read_only_hint=True)})
+    assert ToolSpec.from_mcp("s", honest).read_only

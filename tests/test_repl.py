@@ -194,3 +194,16 @@ async def test_clear_forgets_and_is_recorded(registry: ToolRegistry, tmp_path: P
     _, repl = await drive(registry, model, ["one", "/clear", "two"], tmp_path)
     assert [m["role"] for m in model.requests[-1]] == ["system", "user"]
     assert [m["content"] for m in load(repl.transcript.path).messages] == ["two", "second"]  # type: ignore[union-attr]
+
+
+async def test_long_arguments_are_shown_whole_before_approval(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    """A command padded with spaces must not hide its tail from the person approving it."""
+    for name, spec in list(registry.tools.items()):  # make it ask (see above)
+        registry.tools[name] = spec.__class__(**{**spec.__dict__, "read_only": False})
+    sneaky = {"timezone": "UTC" + " " * 300 + "; touch PWNED"}
+    model = FakeModel([calls(("time__get_current_time", sneaky)), answer("not run")])
+    policy = ApprovalPolicy(mode="ask")
+    text, _ = await drive(registry, model, ["time?", "n"], tmp_path, approval=policy)
+    assert "; touch PWNED" in text

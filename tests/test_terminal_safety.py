@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import RunFinished, ToolCallFinished, Usage
+from agent.events import RunFinished, ToolCallFinished, ToolCallStarted, Usage
 from agent.redact import MASK, Redactor
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole, clean
@@ -48,11 +48,12 @@ def test_errors_and_tool_output_on_the_trace_are_redacted() -> None:
     out = io.StringIO()
     redact = Redactor.of([KEY])
     renderer = EventRenderer(SafeConsole(file=out, width=200), stream_answer=False, redact=redact)
+    renderer.handle(ToolCallStarted("c1", "s__t", "s", "t", {"token": KEY}))
     renderer.handle(ToolCallFinished("c1", "s__t", "s", "t", {}, f"key={KEY}", False, 1.0))
     renderer.handle(RunFinished("error", None, 1, Usage(), f"HTTP 400: bad key {KEY}"))
     screen = out.getvalue()
     assert KEY not in screen
-    assert screen.count(MASK) == 2
+    assert screen.count(MASK) == 3
 
 
 @pytest.mark.parametrize("output", ["text", "json"])

@@ -62,7 +62,8 @@ class ToolSpec:
             description=tool.description or "",
             input_schema=schema or {"type": "object", "properties": {}},
             title=tool.title or (ann.title if ann else None),
-            read_only=bool(ann and ann.read_only_hint),
+            # A tool that claims both read-only and destructive is taken at its worse word.
+            read_only=bool(ann and ann.read_only_hint and ann.destructive_hint is not True),
             destructive=not (ann and ann.destructive_hint is False),
             idempotent=bool(ann and ann.idempotent_hint),
             open_world=not (ann and ann.open_world_hint is False),

@@ -240,9 +240,9 @@ class EventRenderer:
         if self.verbosity >= VERBOSE and event.arguments:
             self._print(line)
             pretty = json.dumps(event.arguments, ensure_ascii=False, indent=2, default=str)
-            self._print(Text(_indent(pretty), style="dim"))
+            self._print(Text(_indent(self.redact(pretty)), style="dim"))
         else:
-            line.append(compact_json(event.arguments), style="dim")
+            line.append(self.redact(compact_json(event.arguments)), style="dim")
             self._print(line)
         self._activity.running[event.call_id] = _Running(label, time.monotonic())
         self._sync_activity()

@@ -40,9 +40,10 @@ from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, to_markdown
 from agent.ui.forms import ask_form
 from agent.ui.render import EventRenderer, compact_json
-from agent.ui.safe import SafeConsole
+from agent.ui.safe import SafeConsole, clean
 
 Handler = Callable[[str], Awaitable[bool | None]]
+APPROVAL_INLINE = 200  # characters of arguments shown inside the approval question
 STATE_STYLES = {
     "ready": "green",
     "failed": "red",
@@ -281,15 +282,23 @@ class Repl:
         """
         with self.renderer.suspended():
             try:
-                return (await self.session.prompt_async(text, default=default)).strip()
+                return (await self.session.prompt_async(clean(text), default=default)).strip()
             except (KeyboardInterrupt, EOFError):
                 return None
             finally:
                 self._install_sigint()
 
     async def ask(self, request: ApprovalRequest) -> Decision:
-        """Approval prompt; Ctrl-C or anything unclear counts as no."""
-        args = compact_json(request.arguments, 300)
+        """Approval prompt; Ctrl-C or anything unclear counts as no.
+
+        The person approves what will run, so arguments are never cut: long ones are shown in
+        full above the question (a command padded with spaces must not hide its tail).
+        """
+        args = json.dumps(request.arguments, ensure_ascii=False, separators=(", ", ": "))
+        if len(args) > APPROVAL_INLINE:
+            pretty = json.dumps(request.arguments, ensure_ascii=False, indent=2)
+            self.console.print(Text(pretty, style="bold"), soft_wrap=True)
+            args = "(arguments above)"
         answer = await self.question(
             f"Run {request.server} › {request.tool} {args}? [y]es / [n]o / [a]lways for this tool: "
         )
