@@ -395,6 +395,25 @@ def test_schema_descriptions_and_depth_are_cut() -> None:
     json.dumps(schema)  # a 500-deep schema would break the encoder; the cut one does not
 
 
+async def test_a_flooded_server_log_is_rotated_not_grown_without_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent.tools.mcp.LOG_LIMIT", 4000)
+    settings = settings_for(tmp_path, stdio("f", fault_server_command(tmp_path)))
+    log = tmp_path / "state" / "logs" / "f.log"
+    with anyio.fail_after(30):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            for i in range(12):  # each call logs ~1 KB to stderr
+                assert not (await registry.call("f__echo", {"text": f"{i}:" + "x" * 1000})).is_error
+            logs = (log, log.with_name("f.log.1"))
+            with anyio.fail_after(5):
+                while not any(p.is_file() and "11:" in p.read_text() for p in logs):  # noqa: ASYNC110 -- the stderr pump is asynchronous
+                    await anyio.sleep(0.05)
+    assert log.with_name("f.log.1").is_file()
+    assert log.stat().st_size <= 4000 + 1100 and log.stat().st_mode & 0o777 == 0o600
+
+
 async def test_children_a_server_leaves_behind_are_stopped_with_it(tmp_path: Path) -> None:
     """A server that exits promptly on stdin EOF is never signalled by the SDK; its
     children (same process group) would outlive the agent."""

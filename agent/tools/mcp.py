@@ -75,6 +75,7 @@ _HTTP_HINTS = {
     403: " (the server refused these credentials: check the Authorization header)",
     404: " (nothing at this URL: check --server-url / 'url'; streamable HTTP is usually /mcp)",
 }
+LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
 LOG_LEVEL = "info"
 # `subscriptions/listen` events, as the notifications a handshake-era server would send.
@@ -127,15 +128,15 @@ class MCPServerConnection(ToolServer):
         self._client: Client | None = None
         self._log: IO[str] | None = None
         self._log_start = 0  # offset in the log where the current attempt began
+        self._log_bytes = 0
         self._http_error: str | None = None  # the last failed HTTP exchange (http transport)
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Private like the transcripts: a server's stderr may say more than it should.
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        log = stack.enter_context(open(fd, "a", encoding="utf-8", buffering=1))  # noqa: ASYNC230, SIM115
-        self._log, self._log_start = log, log.tell()
+        self._log = self._open_log()
+        stack.callback(self._close_log)
+        self._log_start = self._log_bytes
         _route_sdk_logs()
         _connection_log.set(self._write_log)  # inherited by the transport's tasks
         transport = _watch_end(await self._transport(stack), self.loss_reporter())
@@ -259,9 +260,34 @@ class MCPServerConnection(ToolServer):
             self._write_log(line.decode(errors="replace"))
         return rest
 
+    def _open_log(self) -> IO[str]:
+        """Append to the server's log; private like the transcripts (stderr may say more
+        than it should)."""
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._log_bytes = os.fstat(fd).st_size
+        return open(fd, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - closed by _close_log
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+
     def _write_log(self, line: str) -> None:
-        if self._log is not None and not self._log.closed:
-            self._log.write(self.redact(line.rstrip("\n")) + "\n")
+        if self._log is None or self._log.closed:
+            return
+        text = self.redact(line.rstrip("\n")) + "\n"
+        self._log.write(text)
+        self._log_bytes += len(text)
+        if self._log_bytes > LOG_LIMIT:
+            self._rotate_log()
+
+    def _rotate_log(self) -> None:
+        """A server that floods its log keeps only the newest LOG_LIMIT to 2 x LOG_LIMIT
+        bytes (the current file and one `.1`), never the whole disk."""
+        assert self._log is not None
+        self._log.close()
+        os.replace(self.log_path, self.log_path.with_name(self.log_path.name + ".1"))
+        self._log = self._open_log()
+        self._log_start = 0
 
     def stderr_tail(self) -> list[str]:
         try:
