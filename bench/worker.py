@@ -23,6 +23,7 @@ from mcp.client.session import ClientSession
 from rich.console import Console
 
 from agent.config import ServerConfig, Settings, build_settings
+from agent.llm import Reply
 from agent.react import AGENT_TOOL_NAMES
 from agent.session import build_agent, make_model, open_transcript
 from agent.tools.registry import ToolRegistry
@@ -133,10 +134,31 @@ def _steps_settings(a: dict[str, Any]) -> Settings:
     )
 
 
-async def _timed_run(settings: Settings, registry: ToolRegistry, model: Any, text: str) -> float:
-    """One request through a fresh Agent (with its transcript, as the CLI has); wall seconds."""
+class _ClockedModel:
+    """The agent's model, timed from each request to its reply as the agent waits for it
+    (the OpenAI client included): the model's time as the agent sees it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.seconds = 0.0
+
+    async def stream(self, messages: Any, tools: Any, **kw: Any) -> Any:
+        started = time.perf_counter()
+        async for item in self.inner.stream(messages, tools, **kw):
+            if isinstance(item, Reply):
+                self.seconds += time.perf_counter() - started
+            yield item
+
+
+async def _timed_run(
+    settings: Settings, registry: ToolRegistry, model: Any, text: str
+) -> tuple[float, float]:
+    """One request through a fresh Agent (with its transcript, as the CLI has): wall seconds
+    and the seconds the agent spent waiting on the model."""
     session = open_transcript(settings, None, Console(stderr=True))
-    agent = build_agent(settings, registry, model, None, session, None)
+    clocked = _ClockedModel(model)
+    agent = build_agent(settings, registry, clocked, None, session, None)  # type: ignore[arg-type]
     status = None
     try:
         started = time.perf_counter()
@@ -147,7 +169,7 @@ async def _timed_run(settings: Settings, registry: ToolRegistry, model: Any, tex
         session.transcript.close()
     if status != "answered":
         raise RuntimeError(f"the {text!r} run ended with status {status!r}")
-    return elapsed
+    return elapsed, clocked.seconds
 
 
 async def steps(a: dict[str, Any]) -> dict[str, Any]:
@@ -168,8 +190,8 @@ async def steps(a: dict[str, Any]) -> dict[str, Any]:
             counts["settled"] = dict(METHODS)
             await _timed_run(settings, registry, model, "warm up")
             before = dict(METHODS)
-            zero: list[float] = []
-            rounds: list[float] = []
+            zero: list[tuple[float, float]] = []
+            rounds: list[tuple[float, float]] = []
             for _ in range(a["reps"]):
                 zero.append(await _timed_run(settings, registry, model, "hi"))
                 rounds.append(await _timed_run(settings, registry, model, "add numbers"))
@@ -179,8 +201,10 @@ async def steps(a: dict[str, Any]) -> dict[str, Any]:
     return {
         "raw_seconds": raw,
         "raw_model_seconds": raw_model,
-        "zero_seconds": zero,
-        "rounds_seconds": rounds,
+        "zero_seconds": [wall for wall, _ in zero],
+        "rounds_seconds": [wall for wall, _ in rounds],
+        "zero_model_client_seconds": [waited for _, waited in zero],
+        "rounds_model_client_seconds": [waited for _, waited in rounds],
         "counts": counts,
     }
 

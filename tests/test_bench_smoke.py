@@ -21,6 +21,7 @@ from tests.servers import REPO_ROOT
 MEASUREMENTS = {
     "startup",
     "per_step",
+    "per_step_with_client",
     "tools_list_per_run",
     "peak_rss",
     "concurrency",
