@@ -91,6 +91,12 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)(://[^/\s:@]+:)[^/\s@]+@"), rf"\1{MASK}@"),  # user:password@host
 )
 
+# Every pattern above starts with one of these: text without any skips the patterns.
+_TRIGGER = re.compile(
+    r"(?i)bearer|basic|authorization|api-key|x-api-key|sk-|api[_-]?key|access[_-]?token"
+    r"|auth[_-]?token|token|secret|password|://"
+)
+
 
 @dataclass(frozen=True)
 class Redactor:
@@ -112,13 +118,14 @@ class Redactor:
         return cls.of(secret_values(settings, environ or {}))
 
     def __call__(self, text: str) -> str:
-        if not text:
+        if len(text) < MIN_SECRET_LEN:
             return text
         for value in self.values:
             if value in text:
                 text = text.replace(value, MASK)
-        for pattern, replacement in _PATTERNS:
-            text = pattern.sub(replacement, text)
+        if _TRIGGER.search(text):  # one pass decides whether any pattern can match at all
+            for pattern, replacement in _PATTERNS:
+                text = pattern.sub(replacement, text)
         return text
 
     def deep(self, value: Any) -> Any:
