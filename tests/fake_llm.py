@@ -42,6 +42,7 @@ class Turn:
     code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    pace: float = 0.0  # seconds between streamed content chunks (a model that types)
     chunk: int = 4
     finish_reason: str | None = None
     usage: tuple[int, int] = (12, 7)
@@ -50,8 +51,8 @@ class Turn:
 Script = Turn | Callable[[dict[str, Any]], Turn]
 
 
-def text(content: str, *, chunk: int = 4, finish_reason: str = "stop") -> Turn:
-    return Turn("text", content=content, chunk=chunk, finish_reason=finish_reason)
+def text(content: str, *, chunk: int = 4, finish_reason: str = "stop", pace: float = 0.0) -> Turn:
+    return Turn("text", content=content, chunk=chunk, finish_reason=finish_reason, pace=pace)
 
 
 def tool_calls(*calls: tuple[str, dict[str, Any] | str], content: str = "") -> Turn:
@@ -204,6 +205,8 @@ async def _stream_events(
         await asyncio.sleep(0.05)
         raise ConnectionAbortedError("scripted connection drop")
     for piece in pieces:
+        if turn.pace:
+            await asyncio.sleep(turn.pace)
         yield chunk({"content": piece})
     for index, (name, arguments) in enumerate(turn.tool_calls):
         head = {"index": index, "id": f"call_{index + 1}", "type": "function"}

@@ -185,3 +185,20 @@ def test_single_shot_on_a_terminal_renders_markdown(
         assert terminal.exit_code() == 0
     screen = terminal.screen()
     assert "The code is 4711." in screen and "**" not in screen and "# Launch" not in screen
+
+
+def test_an_answer_taller_than_the_screen_streams_without_repeating(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    """A live region taller than the terminal cannot be redrawn: each refresh would leave
+    another copy in the scroll-back. The tail streams; the whole answer is printed once."""
+    answer = "\n\n".join(f"Paragraph {i}: the quick brown fox." for i in range(1, 81))
+    with ScriptedLLM(text(answer, chunk=8, pace=0.003)) as llm:
+        term = start(terminals, llm, workspace, "tall-answer")
+        term.type("tell me a long story")
+        term.wait_for(r"Paragraph 80: the quick brown fox\.[ ]*" + PROMPT, timeout=30)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    for i in (1, 7, 40, 80):
+        assert screen.count(f"Paragraph {i}:") == 1, screen

@@ -14,10 +14,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.progress_bar import ProgressBar
+from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
@@ -102,6 +103,24 @@ class _Activity:
         return grid
 
 
+class _Tail:
+    """The streaming answer as the live region shows it: its last screenful.
+
+    A live region taller than the terminal cannot be redrawn (what scrolled off stays in
+    the scrollback, again at each refresh); the tail always fits, and the whole answer is
+    printed once when it ends.
+    """
+
+    def __init__(self, renderer: EventRenderer) -> None:
+        self.renderer = renderer
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(Markdown(self.renderer._buffer), options, pad=False)
+        for line in lines[-max(3, console.size.height - 2) :]:
+            yield from line
+            yield Segment.line()
+
+
 class EventRenderer:
     """Turns events into terminal output. `stream_answer` shows the answer as it streams.
 
@@ -183,20 +202,19 @@ class EventRenderer:
             return  # printed whole when the message ends
         if self._live is None:
             self._live = Live(
+                _Tail(self),
                 console=self.console,
                 refresh_per_second=8,
-                transient=False,
-                vertical_overflow="visible",
+                transient=True,  # replaced by the whole answer, printed once, at the end
+                vertical_overflow="crop",
             )
-            self._live.start()
-        self._live.update(Markdown(self._buffer), refresh=False)  # the refresh thread draws it
+            self._live.start()  # the refresh thread redraws the tail from self._buffer
 
     def _end_stream(self) -> None:
         if self._live is not None:
-            self._live.update(Markdown(self._buffer))
             self._live.stop()
             self._live = None
-        elif self._buffer.strip():
+        if self._buffer.strip():
             self.console.print(Markdown(self._buffer))
         self._buffer = ""
 
