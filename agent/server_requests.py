@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import anyio
 import mcp.types as types
 
 from agent.errors import ModelError
@@ -67,6 +68,12 @@ class ServerRequests:
     # (server, tokens) each time our model answered a server: counted with the run, shown.
     on_sampled: Callable[[str, Usage], None] | None = None
     _recent: dict[str, list[float]] = field(default_factory=dict)
+    _in_flight: set[anyio.CancelScope] = field(default_factory=set)
+
+    def cancel_in_flight(self) -> None:
+        """The user cancelled the turn: sampling requests it caused stop spending tokens."""
+        for scope in list(self._in_flight):
+            scope.cancel()
 
     def callbacks(self, server: str) -> ClientCallbacks:
         """The callbacks for one server's connection (they know whom they answer)."""
@@ -106,10 +113,16 @@ class ServerRequests:
         if params.stop_sequences:
             overrides["stop"] = list(params.stop_sequences)
         messages = (system if request.system_prompt else []) + request.messages
-        try:
-            reply = await _complete(self.model, messages, overrides)
-        except ModelError as exc:
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"model error: {exc}")
+        with anyio.CancelScope() as scope:
+            self._in_flight.add(scope)
+            try:
+                reply = await _complete(self.model, messages, overrides)
+            except ModelError as exc:
+                return types.ErrorData(code=types.INTERNAL_ERROR, message=f"model error: {exc}")
+            finally:
+                self._in_flight.discard(scope)
+        if scope.cancelled_caught:
+            return types.ErrorData(code=DECLINED, message="cancelled by the user")
         if self.on_sampled is not None:
             self.on_sampled(server, reply.usage)
         return types.CreateMessageResult(

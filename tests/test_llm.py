@@ -230,7 +230,7 @@ async def test_409_is_not_retried() -> None:
 
 
 async def test_cancellation_is_not_swallowed() -> None:
-    with ScriptedLLM(delayed(5, text("never"))) as llm:
+    with ScriptedLLM(delayed(1, text("never"))) as llm:
         model = model_for(llm)
         with anyio.move_on_after(0.3) as scope:
             async for _ in model.stream(USER, []):

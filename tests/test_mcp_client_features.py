@@ -9,6 +9,7 @@ import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp.types as types
@@ -29,7 +30,7 @@ from agent.server_requests import SAMPLING_MAX_TOKENS, SAMPLING_PER_MINUTE, Serv
 from agent.tools.registry import ToolRegistry
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl, prompt_session
-from tests.fake_llm import ScriptedLLM, text
+from tests.fake_llm import ScriptedLLM, delayed, text
 from tests.fake_model import FakeModel, answer, calls
 from tests.servers import everything_stdio_command
 
@@ -98,6 +99,28 @@ async def test_sampling_is_bounded_in_tokens_and_rate_even_under_yes(
     assert isinstance(other, types.CreateMessageResult)
     assert llm.requests[-1]["max_tokens"] == 5  # a smaller request is honoured as is
     llm.assert_complete()
+
+
+async def test_a_cancelled_turn_stops_the_sampling_it_caused(
+    requests: ServerRequests, llm: ScriptedLLM
+) -> None:
+    requests.auto_approve = True
+    llm.add(delayed(2, text("too late")))
+    message = types.SamplingMessage(role="user", content=types.TextContent(text="slow"))
+    params = types.CreateMessageRequestParams(messages=[message], max_tokens=10)
+    answers: list[object] = []
+    with anyio.fail_after(3):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: _collect(requests.sample("s", None, params), answers))
+            while not llm.requests:  # noqa: ASYNC110 -- the request is on its way
+                await anyio.sleep(0.02)
+            requests.cancel_in_flight()  # what the REPL does when the user cancels the turn
+    [answer] = answers
+    assert isinstance(answer, types.ErrorData) and "cancelled" in answer.message
+
+
+async def _collect(awaitable: Any, into: list[object]) -> None:
+    into.append(await awaitable)
 
 
 async def test_sampling_without_approval_is_refused_and_the_model_not_called(

@@ -132,7 +132,9 @@ def test_a_session_at_the_terminal(
         assert "cancelled" in tool_results[-1]["content"]  # the cut-short call, recorded
         llm.assert_complete()
     history = workspace.parent / "state" / "history"
-    assert "what is the launch code?" in history.read_text()
+    entries = [line[1:] for line in history.read_text().splitlines() if line.startswith("+")]
+    assert "what is the launch code?" in entries and "/tools" in entries
+    assert "n" not in entries and "y" not in entries  # answers to questions are not prompts
     assert history.stat().st_mode & 0o777 == 0o600  # what people type stays private
 
 
@@ -202,3 +204,26 @@ def test_an_answer_taller_than_the_screen_streams_without_repeating(
         assert term.exit_code() == 0
     for i in (1, 7, 40, 80):
         assert screen.count(f"Paragraph {i}:") == 1, screen
+
+
+def test_ctrl_c_at_an_approval_question_cancels_the_turn(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    """Ctrl-C cancels what is in flight, a question included: the turn ends, the REPL stays."""
+    script = [
+        tool_calls(("local__write_file", {"path": "x.txt", "content": "x"})),
+        text("back again"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        term = start(terminals, llm, workspace, "ctrl-c-question")
+        mark = term.mark()
+        term.type("write something")
+        term.wait_for(r"Run local › write_file", after=mark)
+        term.send("C-c")
+        term.wait_for(r"cancelled" + PROMPT, after=mark, timeout=10)
+        assert len(llm.requests) == 1  # the model was not asked to go on
+        term.type("still there?")
+        term.wait_for(r"back again", after=mark)
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert not (workspace / "x.txt").exists()

@@ -149,7 +149,11 @@ class Repl:
         self.settings = settings
         self.renderer = renderer
         self.commands: dict[str, Command] = {}
-        self._turn_scope: anyio.CancelScope | None = None
+        # What Ctrl-C cancels: the innermost of a command and the turn it may start.
+        self._scopes: list[anyio.CancelScope] = []
+        self._asking = False  # a question is open: log lines wait, they would tear it
+        # Called when the user cancels a turn (stops servers' sampling requests it caused).
+        self.on_cancel: Callable[[], None] | None = None
         self._pending_logs: list[Text] = []
         for name, help_text, handler in (
             ("help", "show the commands", self._help),
@@ -170,10 +174,10 @@ class Repl:
             self.commands[name] = Command(name, help_text, handler)
 
     def server_log(self, server: str, line: str) -> None:
-        """An MCP log message (-v): shown at once during a turn; at the prompt it would tear
-        the input line, so it waits for the next turn."""
+        """An MCP log message (-v): shown at once during a turn; at the prompt or in a
+        question it would tear the input line, so it waits."""
         self._pending_logs.append(Text(f"{server}: {line}", style="dim"))
-        if self._turn_scope is not None:
+        if self._scopes and not self._asking:
             self._flush_logs()
 
     def _flush_logs(self) -> None:
@@ -215,7 +219,12 @@ class Repl:
                 continue
             await self.registry.settle()  # what servers announced while we sat at the prompt
             if line.startswith("/"):
-                if await self.dispatch(line):
+                leave = False
+                with anyio.CancelScope() as scope, self._sigint_cancels(scope):
+                    leave = await self.dispatch(line)
+                if scope.cancelled_caught:
+                    self.console.print(Text("cancelled", style="yellow"))
+                elif leave:
                     return 0
                 continue
             await self.run_turn(line)
@@ -246,6 +255,8 @@ class Repl:
                     self.renderer.handle(event)
         self.renderer.close()
         if scope.cancelled_caught:
+            if self.on_cancel is not None:
+                self.on_cancel()
             memory = self.agent.memory
             if memory.messages and memory.messages[-1]["role"] == "user":
                 memory.add_assistant("(cancelled by the user)")
@@ -255,38 +266,55 @@ class Repl:
 
     @contextlib.contextmanager
     def _sigint_cancels(self, scope: anyio.CancelScope) -> Iterator[None]:
-        self._turn_scope = scope
+        """Ctrl-C cancels `scope` while inside; nested uses (a /prompt's turn) stack."""
+        self._scopes.append(scope)
         installed = self._install_sigint()
         try:
             yield
         finally:
-            self._turn_scope = None
-            if installed:
+            self._scopes.remove(scope)
+            if installed and not self._scopes:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
 
     def _install_sigint(self) -> bool:
-        """Ctrl-C cancels the turn in flight. prompt-toolkit replaces this handler while it
-        reads a line (an approval question), so it is installed again after each question."""
-        if self._turn_scope is None:
+        """Ctrl-C cancels what is in flight. prompt-toolkit replaces this handler while it
+        reads a line (a question), so it is installed again after each question."""
+        if not self._scopes:
             return False
         try:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._turn_scope.cancel)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._cancel_innermost)
         except (NotImplementedError, RuntimeError, ValueError):  # not main thread / platform
             return False
         return True
 
-    async def question(self, text: str, default: str = "") -> str | None:
-        """One line from the user in the middle of a turn; None on Ctrl-C or Ctrl-D.
+    def _cancel_innermost(self) -> None:
+        if self._scopes:
+            self._scopes[-1].cancel()
 
-        The activity display pauses meanwhile, and Ctrl-C goes back to cancelling the turn.
+    async def question(self, text: str, default: str = "") -> str | None:
+        """One line from the user in the middle of a turn; None on Ctrl-D, and on Ctrl-C,
+        which also cancels the turn (as Ctrl-C does anywhere in it).
+
+        The activity display pauses meanwhile; answers stay out of the input history (an
+        elicitation form is nobody's next prompt, and may be private).
         """
+        buffer = self.session.default_buffer
+        history, buffer.history = buffer.history, InMemoryHistory()
+        self._asking = True
         with self.renderer.suspended():
             try:
                 return (await self.session.prompt_async(clean(text), default=default)).strip()
-            except (KeyboardInterrupt, EOFError):
+            except KeyboardInterrupt:
+                self._cancel_innermost()
+                return None
+            except EOFError:
                 return None
             finally:
+                buffer.history = history
+                self._asking = False
                 self._install_sigint()
+                if self._scopes:
+                    self._flush_logs()
 
     async def ask(self, request: ApprovalRequest) -> Decision:
         """Approval prompt; Ctrl-C or anything unclear counts as no.
@@ -607,6 +635,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
             if settings.ui.verbose:
                 registry.log_listener = repl.server_log
             requests.ui = repl
+            repl.on_cancel = requests.cancel_in_flight
             session.completer = ReplCompleter(repl)
             return await repl.loop()
     finally:
