@@ -55,11 +55,15 @@ class ApprovalPolicy:
         if not self.needs_approval(request.spec):
             return Verdict(True)
         if self.mode == "read-only" or self.ask is None:
+            how = (
+                "the approval mode is read-only (the user can change it with /approve)"
+                if self.mode == "read-only"
+                else "this run has no approval for it (rerun with --yes to allow)"
+            )
             return Verdict(
                 False,
                 f"Not run: '{request.tool}' on server '{request.server}' may change things and "
-                "this run has no approval for it (rerun with --yes to allow). Tell the user "
-                "what you would have done instead.",
+                f"{how}. Tell the user what you would have done instead.",
             )
         decision = await self.ask(request)
         if decision == "always":

@@ -88,10 +88,11 @@ async def connected(
     async with ToolRegistry(
         settings, reserved_names=AGENT_TOOL_NAMES, callbacks=callbacks
     ) as registry:
-        async with anyio.create_task_group() as tg:
-            # The model client's imports (~0.35 s) load in a thread while servers start.
-            tg.start_soon(anyio.to_thread.run_sync, warm_model_imports)
-            failures = await registry.connect_all()
+        with _connecting(stderr, settings):
+            async with anyio.create_task_group() as tg:
+                # The model client's imports (~0.35 s) load in a thread while servers start.
+                tg.start_soon(anyio.to_thread.run_sync, warm_model_imports)
+                failures = await registry.connect_all()
         for failure in failures:
             log = registry.servers[failure.server].status.log_path
             hint = f" (log: {log})" if log and failure.step == "connect" else ""
@@ -99,6 +100,14 @@ async def connected(
         for warning in registry.warnings:
             stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
         yield registry
+
+
+def _connecting(console: Console, settings: Settings) -> contextlib.AbstractContextManager[Any]:
+    """A spinner on a terminal while servers start (npx-style servers can take seconds)."""
+    if settings.ui.quiet or not console.is_terminal or console.is_dumb_terminal:
+        return contextlib.nullcontext()
+    names = ", ".join(s.name for s in settings.servers)
+    return console.status(Text(f"connecting to {names}…", style="dim"), spinner="dots")
 
 
 def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> Loaded:

@@ -270,3 +270,16 @@ async def test_terminate_with_a_structured_answer_gives_json_text() -> None:
     reply = calls(("terminate", {"status": "success", "answer": {"total": 3}}))
     agent, _ = make([reply])
     assert finished(await drain(agent, "go")).answer == '{"total": 3}'
+
+
+async def test_read_only_mode_refuses_writes_and_names_the_way_out() -> None:
+    async def never(request: ApprovalRequest) -> Decision:
+        raise AssertionError("read-only mode never asks")
+
+    tools = FakeTools({"w": echo})
+    policy = ApprovalPolicy(mode="read-only", ask=never)
+    agent, model = make([calls(("w", {})), answer("ok")], tools, approval=policy)
+    await drain(agent, "go")
+    assert tools.calls == []
+    result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+    assert "read-only" in result and "/approve" in result

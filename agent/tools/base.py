@@ -243,6 +243,8 @@ class ToolServer(ABC):
         A reconnect in progress is cancelled first, so it cannot open a session after us.
         """
         self.status.state = "closed"
+        if not self._gen.ready.is_set():
+            grace = 0  # still connecting: nothing to close gracefully, and Ctrl-C is waiting
         reconnecting = self._reconnecting
         if reconnecting is not None and self._reconnect_scope is not None:
             self._reconnect_scope.cancel()
