@@ -16,13 +16,15 @@ import anyio
 import mcp.types as types
 from mcp import MCPError
 
+from agent.errors import ToolServerError
 from agent.react import AgentTool
-from agent.tools.base import describe_exception
+from agent.tools.base import ServerStopped, describe_exception
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ListKind, ToolRegistry
 from agent.tools.results import Observation, error_observation, untrusted_marker
 
 READ_RESOURCE = "read_resource"
+LIST_TIMEOUT = 10.0  # seconds one server gets to list its resources or prompts
 REF_PATTERN = re.compile(r"(?<!\S)@([A-Za-z0-9_.-]+):(\S+)")
 MAX_RESOURCE_CHARS = 100_000
 
@@ -62,31 +64,45 @@ class Catalog:
         ]
 
     async def refresh(self) -> None:
-        """List resources, templates and prompts of every server that offers them, at once."""
+        """List resources, templates and prompts of every server that offers them, at once.
+
+        A server that fails or is slow (LIST_TIMEOUT) keeps what it listed before, and the
+        reason is in `errors`: one stuck server must not empty the others' lists.
+        """
         resources: list[tuple[str, types.Resource]] = []
         templates: list[tuple[str, types.ResourceTemplate]] = []
         prompts: list[tuple[str, types.Prompt]] = []
         self.errors = {}
 
+        def kept(listed: list[tuple[str, Any]], server: str) -> list[Any]:
+            return [item for name, item in listed if name == server]
+
         async def list_resources(server: MCPServerConnection) -> None:
             try:
-                resources.extend((server.name, r) for r in await server.list_resources())
-                templates.extend((server.name, t) for t in await server.list_resource_templates())
-            except (MCPError, OSError, TimeoutError) as exc:
-                self.errors[server.name] = describe_exception(exc)
+                with anyio.fail_after(LIST_TIMEOUT):
+                    found = await server.list_resources()
+                    found_templates = await server.list_resource_templates()
+            except _LISTING_ERRORS as exc:
+                self.errors[server.name] = _listing_error(exc)
+                found = kept(self.resources, server.name)
+                found_templates = kept(self.templates, server.name)
+            resources.extend((server.name, r) for r in found)
+            templates.extend((server.name, t) for t in found_templates)
 
         async def list_prompts(server: MCPServerConnection) -> None:
             try:
-                prompts.extend((server.name, p) for p in await server.list_prompts())
-            except (MCPError, OSError, TimeoutError) as exc:
-                self.errors[server.name] = describe_exception(exc)
+                with anyio.fail_after(LIST_TIMEOUT):
+                    found = await server.list_prompts()
+            except _LISTING_ERRORS as exc:
+                self.errors[server.name] = _listing_error(exc)
+                found = kept(self.prompts, server.name)
+            prompts.extend((server.name, p) for p in found)
 
-        with anyio.move_on_after(30):
-            async with anyio.create_task_group() as tg:
-                for server in self._servers("resources"):
-                    tg.start_soon(list_resources, server)
-                for server in self._servers("prompts"):
-                    tg.start_soon(list_prompts, server)
+        async with anyio.create_task_group() as tg:
+            for server in self._servers("resources"):
+                tg.start_soon(list_resources, server)
+            for server in self._servers("prompts"):
+                tg.start_soon(list_prompts, server)
         self.resources, self.templates, self.prompts = resources, templates, prompts
         self._own_tools = (
             {READ_RESOURCE: AgentTool(self.read_resource_schema(), self.read_resource_tool)}
@@ -234,3 +250,12 @@ def _describe_blob(blob: types.TextResourceContents | types.BlobResourceContents
     if isinstance(blob, types.TextResourceContents):
         return f"text, {len(blob.text)} characters"
     return f"binary {blob.mime_type or 'data'}, about {len(blob.blob) * 3 // 4} bytes"
+
+
+_LISTING_ERRORS = (MCPError, OSError, TimeoutError, ServerStopped, ToolServerError)
+
+
+def _listing_error(exc: Exception) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {LIST_TIMEOUT:g} s (showing what it listed before)"
+    return describe_exception(exc)

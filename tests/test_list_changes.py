@@ -100,3 +100,21 @@ async def test_server_log_messages_arrive_on_both_protocols(
     assert "[info] hello from the server" in log_path.read_text()
     assert log_path.stat().st_mode & 0o777 == 0o600  # private, like the transcripts
     assert log_path.parent.stat().st_mode & 0o777 == 0o700
+
+
+async def test_a_server_too_slow_to_list_keeps_what_it_listed_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent.catalog.LIST_TIMEOUT", 0.5)
+    raw = stdio(
+        "raw", (sys.executable, [str(Path(__file__).parent / "raw_server.py"), "slowprompts"])
+    )
+    async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
+        with anyio.fail_after(30):
+            assert await registry.connect_all() == []
+            catalog = Catalog(registry)
+            await catalog.refresh()
+            assert [p.name for _, p in catalog.prompts] == ["p1"] and catalog.errors == {}
+            await catalog.refresh()  # this time the server never answers
+    assert [p.name for _, p in catalog.prompts] == ["p1"]
+    assert "no answer within 0.5 s" in catalog.errors["raw"]

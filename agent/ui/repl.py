@@ -388,7 +388,10 @@ class Repl:
         if arg and arg not in self.registry.servers:
             self.console.print(Text(f"no server or tool named {arg!r}", style="yellow"))
             return
-        table = Table("name", "title", "hints", "description", box=None)
+        table = Table(box=None)
+        table.add_column("name", no_wrap=True)  # what /tools NAME needs, whole
+        for heading in ("title", "hints", "description"):
+            table.add_column(heading)
         for public, spec in self.registry.tools.items():
             if arg and spec.server != arg:
                 continue
@@ -422,8 +425,22 @@ class Repl:
             self.console.print(Text(f"last stderr of {name}:", style="bold"))
             self.console.print(Text("\n".join(tail), style="dim"))
 
+    async def _refreshed_catalog(self, server: str) -> bool:
+        """Re-list for /resources and /prompts; False (said why) for an unknown server."""
+        if server and server not in self.registry.servers:
+            known = ", ".join(self.registry.servers)
+            self.console.print(Text(f"no server named {server!r} (servers: {known})", "yellow"))
+            return False
+        with self.console.status(Text("listing…", style="dim")):
+            await self.catalog.refresh()
+        for name, error in self.catalog.errors.items():
+            if not server or name == server:
+                self.console.print(Text(f"{name}: {self.registry.redact(error)}", "yellow"))
+        return True
+
     async def _resources(self, arg: str) -> None:
-        await self.catalog.refresh()
+        if not await self._refreshed_catalog(arg):
+            return
         table = Table("server", "uri", "name", "type", box=None)
         for server, resource in self.catalog.resources:
             if not arg or server == arg:
@@ -442,7 +459,8 @@ class Repl:
             self.console.print(Text("no resources", style="dim"))
 
     async def _prompts(self, arg: str) -> None:
-        await self.catalog.refresh()
+        if not await self._refreshed_catalog(arg):
+            return
         table = Table("server", "prompt", "arguments", "description", box=None)
         for server, prompt in self.catalog.prompts:
             if arg and server != arg:
