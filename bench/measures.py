@@ -312,7 +312,7 @@ def concurrency() -> list[Row]:
 # --------------------------------------------------------------------------- 4. fan-out
 
 
-def fanout() -> list[Row]:
+def fanout(servers: int = FANOUT) -> list[Row]:
     """connect_all of 8 bundled stdio servers, against floors measured in the same run.
 
     The issue's target is 1.5x the slowest single connect. Eight Python servers starting at
@@ -328,14 +328,14 @@ def fanout() -> list[Row]:
             "env": {"PYTHONPATH": str(REPO_ROOT)},
         }
         config = tmp / "mcp.json"
-        config.write_text(json.dumps({"mcpServers": {f"b{i}": server for i in range(FANOUT)}}))
+        config.write_text(json.dumps({"mcpServers": {f"b{i}": server for i in range(servers)}}))
         result = run_worker(
             "fanout", {"mcp_config": str(config), "root": str(tmp)}, cwd=tmp, timeout=180
         )
     slowest = max(result["single_seconds"])
     cores = os.cpu_count() or 1
     cpu_floor = result["servers_cpu_seconds"] / cores
-    label = f"fan-out: connect {FANOUT} stdio servers (bundled)"
+    label = f"fan-out: connect {servers} stdio servers (bundled)"
     return [
         Row(
             "fanout",

@@ -7,6 +7,7 @@ Terminal has its own tmux socket, so parallel tests never share a server.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shlex
@@ -92,3 +93,6 @@ class Terminal:
             timeout=10,
             stdin=subprocess.DEVNULL,
         )
+        # kill-server leaves the socket file behind; one per test run would pile up.
+        folder = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
+        (folder / self.socket).unlink(missing_ok=True)
