@@ -259,6 +259,7 @@ class Agent:
         and a model that repeats an id must not get one call's verdict applied to another."""
         calls: list[_Call] = []
         seen: set[str] = set()
+        finished = False  # a terminate call ends the turn: what follows it does not run
         for number, tc in enumerate(tool_calls, 1):
             call_id = tc.id if tc.id and tc.id not in seen else f"{tc.id or 'call'}_{number}"
             seen.add(call_id)
@@ -266,7 +267,10 @@ class Agent:
             arguments, problem = _parse_arguments(tc.arguments)
             if spec is None and tc.name != TERMINATE and tc.name not in self.own_tools():
                 problem = f"unknown tool '{tc.name}'. Use one of the tools you were given."
+            if finished:
+                problem = f"not run: '{TERMINATE}' came before it in the same reply"
             calls.append(_Call(call_id, tc.name, arguments, spec, problem))
+            finished = finished or (tc.name == TERMINATE and problem is None)
         return calls
 
     async def _act(self, calls: list[_Call]) -> AsyncIterator[Event]:

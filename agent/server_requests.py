@@ -27,6 +27,8 @@ DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code ex
 # under --yes, so a looping server cannot run up a bill.
 SAMPLING_MAX_TOKENS = 4096  # unless [llm] max_tokens says otherwise
 SAMPLING_PER_MINUTE = 10  # per server
+ELICITATION_PER_MINUTE = 5  # per server: questions beyond are declined without asking
+PER_MINUTE = {"sampling": SAMPLING_PER_MINUTE, "elicitation": ELICITATION_PER_MINUTE}
 
 
 @dataclass(frozen=True)
@@ -132,11 +134,13 @@ class ServerRequests:
             stop_reason="maxTokens" if reply.finish_reason == "length" else "endTurn",
         )
 
-    def _within_rate(self, server: str) -> bool:
+    def _within_rate(self, server: str, kind: str = "sampling") -> bool:
+        """At most PER_MINUTE[kind] requests of a kind per server in any 60 s."""
         now = time.monotonic()
-        recent = [t for t in self._recent.get(server, []) if now - t < 60]
-        self._recent[server] = recent
-        if len(recent) >= SAMPLING_PER_MINUTE:
+        key = f"{kind}:{server}"
+        recent = [t for t in self._recent.get(key, []) if now - t < 60]
+        self._recent[key] = recent
+        if len(recent) >= PER_MINUTE[kind]:
             return False
         recent.append(now)
         return True
@@ -154,6 +158,8 @@ class ServerRequests:
         params: types.ElicitRequestFormParams | types.ElicitRequestURLParams,
     ) -> types.ElicitResult:
         if self.ui is None:  # a script cannot answer; say no rather than hang
+            return types.ElicitResult(action="decline")
+        if not self._within_rate(server, "elicitation"):  # a server that keeps asking
             return types.ElicitResult(action="decline")
         if isinstance(params, types.ElicitRequestURLParams):
             answer = await self.ui.elicit_url(server, params.message, params.url)

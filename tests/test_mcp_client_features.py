@@ -26,7 +26,13 @@ from agent.events import ToolProgress
 from agent.llm import OpenAIModel, Usage
 from agent.memory import Memory
 from agent.react import Agent
-from agent.server_requests import SAMPLING_MAX_TOKENS, SAMPLING_PER_MINUTE, ServerRequests
+from agent.server_requests import (
+    ELICITATION_PER_MINUTE,
+    SAMPLING_MAX_TOKENS,
+    SAMPLING_PER_MINUTE,
+    ElicitAnswer,
+    ServerRequests,
+)
 from agent.tools.registry import ToolRegistry
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl, prompt_session
@@ -379,3 +385,28 @@ async def test_url_elicitation_shows_the_link_and_can_be_declined(
     assert "Sign in to continue" in screen and link in screen
     result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
     assert "decline" in result.lower()
+
+
+async def test_a_server_that_keeps_asking_is_declined_without_a_question(
+    requests: ServerRequests,
+) -> None:
+    asked: list[str] = []
+
+    class Counting:
+        async def approve_sampling(self, request: Any) -> bool:
+            return False
+
+        async def elicit_form(self, server: str, message: str, schema: Any) -> ElicitAnswer:
+            asked.append(message)
+            return ElicitAnswer("accept", {})
+
+        async def elicit_url(self, server: str, message: str, url: str) -> ElicitAnswer:
+            return ElicitAnswer("decline")
+
+    requests.ui = Counting()
+    params = types.ElicitRequestFormParams(
+        message="again?", requested_schema={"type": "object", "properties": {}}
+    )
+    actions = [(await requests.elicit("pest", None, params)).action for _ in range(8)]
+    assert actions == ["accept"] * ELICITATION_PER_MINUTE + ["decline"] * 3
+    assert len(asked) == ELICITATION_PER_MINUTE

@@ -283,3 +283,14 @@ async def test_read_only_mode_refuses_writes_and_names_the_way_out() -> None:
     assert tools.calls == []
     result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
     assert "read-only" in result and "/approve" in result
+
+
+async def test_calls_after_terminate_in_the_same_reply_do_not_run() -> None:
+    tools = FakeTools({"w": echo})
+    reply = calls(("terminate", {"status": "success", "answer": "done"}), ("w", {"text": "x"}))
+    agent, _ = make([reply], tools)
+    events = await drain(agent, "go")
+    assert finished(events).answer == "done"
+    assert tools.calls == []
+    skipped = [e for e in events if isinstance(e, ToolCallFinished) and e.name == "w"]
+    assert skipped[0].is_error and "terminate" in skipped[0].output
