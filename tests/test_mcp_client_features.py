@@ -34,8 +34,9 @@ from agent.server_requests import (
     ServerRequests,
 )
 from agent.tools.registry import ToolRegistry
+from agent.ui.input import prompt_session
 from agent.ui.render import EventRenderer
-from agent.ui.repl import Repl, prompt_session
+from agent.ui.repl import Repl
 from tests.fake_llm import ScriptedLLM, delayed, text
 from tests.fake_model import FakeModel, answer, calls
 from tests.servers import everything_stdio_command

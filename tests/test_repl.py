@@ -20,8 +20,9 @@ from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, load
+from agent.ui.input import ReplCompleter, prompt_session
 from agent.ui.render import EventRenderer
-from agent.ui.repl import Repl, ReplCompleter, prompt_session
+from agent.ui.repl import Repl
 from tests.fake_model import FakeModel, answer, calls
 from tests.servers import time_server_command
 

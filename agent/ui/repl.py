@@ -11,22 +11,16 @@ import asyncio
 import contextlib
 import difflib
 import json
-import os
 import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import Completer, Completion
-from prompt_toolkit.document import Document
-from prompt_toolkit.filters import Condition
-from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.history import FileHistory, InMemoryHistory
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -39,6 +33,7 @@ from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, to_markdown
 from agent.ui.forms import ask_form
+from agent.ui.input import ReplCompleter, history_file, prompt_session
 from agent.ui.render import EventRenderer, compact_json
 from agent.ui.safe import SafeConsole, clean
 
@@ -58,74 +53,6 @@ class Command:
     name: str
     help: str
     handler: Handler
-
-
-def input_key_bindings(*, piped: bool = False) -> KeyBindings:
-    """Enter sends; Esc-Enter, or Enter after a trailing backslash, starts a new line.
-
-    `piped`: input comes from a pipe or file, whose lines end in LF (Ctrl-J), not the CR a
-    terminal's Enter sends; then each line is sent too.
-    """
-    bindings = KeyBindings()
-
-    @bindings.add("escape", "enter")
-    def _newline(event: KeyPressEvent) -> None:
-        event.current_buffer.insert_text("\n")
-
-    @bindings.add("enter")
-    @bindings.add("c-j", filter=Condition(lambda: piped))
-    def _enter(event: KeyPressEvent) -> None:
-        buffer = event.current_buffer
-        if buffer.document.text_before_cursor.endswith("\\"):
-            buffer.delete_before_cursor(1)
-            buffer.insert_text("\n")
-        else:
-            buffer.validate_and_handle()
-
-    return bindings
-
-
-class ReplCompleter(Completer):
-    """Slash commands, then their arguments: servers and tools, approval modes, prompts."""
-
-    def __init__(self, repl: Repl) -> None:
-        self.repl = repl
-
-    def get_completions(self, document: Document, complete_event: object) -> Iterator[Completion]:
-        text = document.text_before_cursor
-        if not text.startswith("/"):
-            yield from self._references(text)
-            return
-        if " " not in text:
-            for name in self.repl.commands:
-                if name.startswith(text[1:]):
-                    yield Completion("/" + name, start_position=-len(text))
-            return
-        command, _, arg = text.partition(" ")
-        for word in self._arguments(command[1:]):
-            if word.startswith(arg) and word != arg:
-                yield Completion(word, start_position=-len(arg))
-
-    def _arguments(self, command: str) -> list[str]:
-        registry = self.repl.registry
-        match command:
-            case "tools":
-                return [*registry.servers, *registry.tools]
-            case "servers":
-                return list(registry.servers)
-            case "approve":
-                return ["ask", "yes", "read-only"]
-            case _:
-                return self.repl.argument_words(command)
-
-    def _references(self, text: str) -> Iterator[Completion]:
-        """`@server:uri` resource references anywhere in a request."""
-        word = text.rsplit(None, 1)[-1] if text.strip() else ""
-        if not word.startswith("@"):
-            return
-        for ref in self.repl.resource_refs():
-            if ref.startswith(word[1:]):
-                yield Completion("@" + ref, start_position=-len(word))
 
 
 class Repl:
@@ -577,18 +504,6 @@ class Repl:
         return True
 
 
-def prompt_session(history: History, *, piped: bool = False, **io: Any) -> PromptSession[str]:
-    """The REPL's input line; `io` (input=, output=) lets tests drive it headless."""
-    return PromptSession(
-        history=history,
-        multiline=True,
-        key_bindings=input_key_bindings(piped=piped),
-        prompt_continuation="  ",
-        complete_while_typing=False,
-        **io,
-    )
-
-
 def _key_values(text: str) -> Iterator[tuple[str, str]]:
     """`key=value` pairs; values may be quoted to hold spaces."""
     for token in shlex.split(text):
@@ -596,15 +511,6 @@ def _key_values(text: str) -> Iterator[tuple[str, str]]:
         if not eq or not key:
             raise ValueError(f"'{token}' is not key=value")
         yield key, value
-
-
-def history_file(settings: Settings) -> Path:
-    """The input history: private (0600), since people paste secrets into prompts."""
-    path = settings.state_dir / "history"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    path.chmod(0o600)  # one made by an older version
-    return path
 
 
 async def _repl(settings: Settings, resume: str | None) -> int:
