@@ -261,7 +261,9 @@ class Agent:
         seen: set[str] = set()
         finished = False  # a terminate call ends the turn: what follows it does not run
         for number, tc in enumerate(tool_calls, 1):
-            call_id = tc.id if tc.id and tc.id not in seen else f"{tc.id or 'call'}_{number}"
+            call_id, suffix = tc.id, number
+            while not call_id or call_id in seen:  # a made-up id must be new too
+                call_id, suffix = f"{tc.id or 'call'}_{suffix}", suffix + len(tool_calls)
             seen.add(call_id)
             spec = self.tools.tools.get(tc.name)
             arguments, problem = _parse_arguments(tc.arguments)

@@ -6,6 +6,8 @@ Modes:
 - `hostile`: instructions, tool descriptions and schemas far larger than any model needs.
 - `many`: 200 tools, more than OpenAI's endpoint accepts in one request.
 - `slowprompts`: answers the first prompts/list, then never again.
+- `stuckrelist`: each tools/call announces a tools/list_changed, and no later tools/list is
+  ever answered.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def result(request_id: object) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": {"content": content}})
 
 
-PROMPT_LISTS = 0
+PROMPT_LISTS = TOOL_LISTS = 0
 for line in sys.stdin:
     message = json.loads(line)
     method, request_id = message.get("method"), message.get("id")
@@ -64,9 +66,13 @@ for line in sys.stdin:
             listed = {"prompts": [{"name": "p1", "description": "the first prompt"}]}
             send({"jsonrpc": "2.0", "id": request_id, "result": listed})
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
+        TOOL_LISTS += 1
+        if MODE != "stuckrelist" or TOOL_LISTS == 1:
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
     elif method == "tools/call":
         result(request_id)
+        if MODE == "stuckrelist":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     elif request_id is not None:
         error = {"code": -32601, "message": f"no {method}"}
         send({"jsonrpc": "2.0", "id": request_id, "error": error})

@@ -118,3 +118,22 @@ async def test_a_server_too_slow_to_list_keeps_what_it_listed_before(
             await catalog.refresh()  # this time the server never answers
     assert [p.name for _, p in catalog.prompts] == ["p1"]
     assert "no answer within 0.5 s" in catalog.errors["raw"]
+
+
+async def test_a_server_that_never_answers_its_relisting_stalls_one_step_only(
+    tmp_path: Path,
+) -> None:
+    raw_server = str(Path(__file__).parent / "raw_server.py")
+    raw = stdio("raw", (sys.executable, [raw_server, "stuckrelist"]), timeout=30)
+    async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
+        with anyio.fail_after(30):
+            assert await registry.connect_all() == []
+            assert not (await registry.call("raw__echo", {})).is_error  # announces a change
+            await anyio.sleep(0.1)  # the notification follows the result
+            started = anyio.current_time()
+            await registry.settle(timeout=0.5)
+            assert anyio.current_time() - started >= 0.5  # waited for it once...
+            started = anyio.current_time()
+            await registry.settle(timeout=0.5)
+            assert anyio.current_time() - started < 0.2  # ...and not again
+            assert "raw__echo" in registry.tools  # the old list stands

@@ -294,3 +294,23 @@ async def test_calls_after_terminate_in_the_same_reply_do_not_run() -> None:
     assert tools.calls == []
     skipped = [e for e in events if isinstance(e, ToolCallFinished) and e.name == "w"]
     assert skipped[0].is_error and "terminate" in skipped[0].output
+
+
+async def test_made_up_call_ids_never_collide_with_the_models_own() -> None:
+    """Ids call_1_3, call_1, call_1: renaming the third to call_1_3 would share the first's."""
+    reply = Reply(
+        "",
+        (
+            ToolCall("call_1_3", "write", '{"text": "w"}'),
+            ToolCall("call_1", "read", '{"text": "r1"}'),
+            ToolCall("call_1", "read", '{"text": "r2"}'),
+        ),
+        Usage(1, 1),
+        "tool_calls",
+    )
+    tools = FakeTools({"write": echo, "read": echo}, read_only=frozenset({"read"}))
+    agent, model = make([reply, answer("ok")], tools, approval=ApprovalPolicy(mode="ask"))
+    await drain(agent, "go")
+    assert [name for name, _ in tools.calls] == ["read", "read"]  # the write stays refused
+    ids = [m["tool_call_id"] for m in model.requests[1] if m["role"] == "tool"]
+    assert len(set(ids)) == 3

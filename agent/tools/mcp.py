@@ -35,7 +35,7 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
@@ -58,9 +58,19 @@ async def _stop_server_and_its_group(process: Any) -> None:
     try:
         await _sdk_stop_server_process(process)
     finally:
-        if os.name == "posix":
+        if os.name == "posix" and _leader_gone(process.pid):
             with contextlib.suppress(OSError):
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def _leader_gone(pid: int) -> bool:
+    """Whether the group `pid` has lost its leader (our server): then what is left in it
+    are its orphans. A live process with that pid is a new one that reused it: hands off."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 mcp_stdio._stop_server_process = _stop_server_and_its_group
@@ -420,8 +430,9 @@ def error_result(text: str) -> types.CallToolResult:
 
 
 def _timed_out(exc: MCPError) -> bool:
-    """The SDK's own request timeout (-32001), not a failure the server reported."""
-    return exc.code == -32001 or "timed out" in str(exc).lower()
+    """The SDK's own request timeout (-32001), not a failure the server reported (whose
+    text may well say "timed out" about something upstream)."""
+    return exc.code == REQUEST_TIMEOUT
 
 
 def _read_some(fd: int) -> bytes | None:

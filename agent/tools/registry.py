@@ -65,6 +65,7 @@ class _Refresh:
     kinds: set[ListKind]
     now: anyio.Event = field(default_factory=anyio.Event)  # skip the rest of the debounce
     done: anyio.Event = field(default_factory=anyio.Event)
+    waited_out: bool = False  # a settle() gave up on it once: later ones do not wait again
 
 
 def _digest(server: str, tool: str) -> str:
@@ -331,7 +332,7 @@ class ToolRegistry:
         A tool call that makes its server add tools sends list_changed before its result;
         the next model request must already carry those tools, not wait out the debounce.
         """
-        pending = list(self._unsettled)
+        pending = [refresh for refresh in self._unsettled if not refresh.waited_out]
         if not pending:
             return
         for refresh in pending:
@@ -339,6 +340,8 @@ class ToolRegistry:
         with anyio.move_on_after(timeout):
             for refresh in pending:
                 await refresh.done.wait()
+        for refresh in pending:  # a server that does not answer its re-listing stalls once
+            refresh.waited_out = not refresh.done.is_set()
 
     async def refresh(self, server_name: str) -> None:
         """Re-list one server's tools (after a list_changed notification)."""

@@ -144,10 +144,10 @@ class Repl:
             line = line.strip()
             if not line:
                 continue
-            await self.registry.settle()  # what servers announced while we sat at the prompt
             if line.startswith("/"):
                 leave = False
                 with anyio.CancelScope() as scope, self._sigint_cancels(scope):
+                    await self.registry.settle()  # what servers announced meanwhile
                     leave = await self.dispatch(line)
                 if scope.cancelled_caught:
                     self.console.print(Text("cancelled", style="yellow"))
@@ -233,6 +233,7 @@ class Repl:
                 return (await self.session.prompt_async(clean(text), default=default)).strip()
             except KeyboardInterrupt:
                 self._cancel_innermost()
+                await anyio.lowlevel.checkpoint()  # in the turn's own task: cancelled here
                 return None
             except EOFError:
                 return None
