@@ -70,31 +70,32 @@ _HEADER_CREDENTIAL = (
 )
 # A `key=value` secret: at least 4 characters with a digit or symbol, or 12 or more.
 _PARAM_VALUE = r"(?:(?=[^\s&\"',;}]*[0-9_~+/=-])[^\s&\"',;}]{4,}|[^\s&\"',;}]{12,})"
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{4,}"), rf"\1\2{MASK}"),
-    (re.compile(r"\b(Basic)(\s+)[A-Za-z0-9+/]{12,}={0,2}"), rf"\1\2{MASK}"),
+# Each pattern with the words one of its matches must contain (case-insensitively): text
+# with none of them skips the patterns, one cheap search instead of six substitutions.
+_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
+    (("bearer",), re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{4,}"), rf"\1\2{MASK}"),
+    (("basic",), re.compile(r"\b(Basic)(\s+)[A-Za-z0-9+/]{12,}={0,2}"), rf"\1\2{MASK}"),
     (
+        ("authorization", "api-key"),
         re.compile(
             r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key)(\s*[:=]\s*)"
             + _HEADER_CREDENTIAL
         ),
         rf"\1\2{MASK}",
     ),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), MASK),
+    (("sk-",), re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), MASK),
     (
+        ("apikey", "api_key", "api-key", "token", "secret", "password"),
         re.compile(
             r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password)"
             r"[\"']?\s*[=:]\s*[\"']?)" + _PARAM_VALUE
         ),
         rf"\1{MASK}",
     ),
-    (re.compile(r"(?i)(://[^/\s:@]+:)[^/\s@]+@"), rf"\1{MASK}@"),  # user:password@host
+    (("://",), re.compile(r"(?i)(://[^/\s:@]+:)[^/\s@]+@"), rf"\1{MASK}@"),  # user:pass@host
 )
-
-# Every pattern above starts with one of these: text without any skips the patterns.
 _TRIGGER = re.compile(
-    r"(?i)bearer|basic|authorization|api-key|x-api-key|sk-|api[_-]?key|access[_-]?token"
-    r"|auth[_-]?token|token|secret|password|://"
+    "(?i)" + "|".join(re.escape(word) for words, _, _ in _PATTERNS for word in words)
 )
 
 
@@ -124,7 +125,7 @@ class Redactor:
             if value in text:
                 text = text.replace(value, MASK)
         if _TRIGGER.search(text):  # one pass decides whether any pattern can match at all
-            for pattern, replacement in _PATTERNS:
+            for _, pattern, replacement in _PATTERNS:
                 text = pattern.sub(replacement, text)
         return text
 

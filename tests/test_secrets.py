@@ -11,7 +11,7 @@ import pytest
 
 from agent.config import ServerConfig, Settings, load_mcp_config
 from agent.errors import ConfigError
-from agent.redact import MASK, Redactor
+from agent.redact import _PATTERNS, _TRIGGER, MASK, Redactor
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, load
 from tests.cli import run_cli
@@ -271,3 +271,23 @@ def assert_no_secret_in_files(root: Path) -> list[Path]:
     for path in files:
         assert_no_secret(path.read_text(errors="replace"), str(path.relative_to(root)))
     return files
+
+
+@pytest.mark.parametrize(
+    "secret_text",
+    [
+        "BEARER abc123secret",
+        "Basic QWxhZGRpbjpvcGVuc2VzYW1l",
+        "Proxy-Authorization: Token abcdef12",
+        "X-API-KEY=zzzzzzzz1234",
+        "key sk-proj-abcdefgh1234",
+        "ApiKey: abcd1234",
+        "Access_Token='abcd1234'",
+        "SECRET=abcdefghijkl",
+        "https://user:hunter22@host/path",
+    ],
+)
+def test_the_pattern_fast_path_never_skips_text_a_pattern_masks(secret_text: str) -> None:
+    assert any(pattern.search(secret_text) for _, pattern, _ in _PATTERNS), secret_text
+    assert _TRIGGER.search(secret_text)
+    assert MASK in Redactor.of([])(secret_text)
