@@ -235,7 +235,9 @@ class Catalog:
                 text = untrusted(
                     server_name, f"resource {content.resource.uri}:\n{content.resource.text}"
                 )
-            elif isinstance(content, types.EmbeddedResource):
+            elif isinstance(content, types.EmbeddedResource) and isinstance(
+                content.resource, types.BlobResourceContents
+            ):
                 blob = content.resource
                 text = f"[resource {blob.uri} from '{server_name}': {_describe_blob(blob)}]"
             else:
@@ -245,10 +247,8 @@ class Catalog:
         return messages
 
 
-def _describe_blob(blob: types.TextResourceContents | types.BlobResourceContents) -> str:
+def _describe_blob(blob: types.BlobResourceContents) -> str:
     """Binary contents are described, never dumped as base64 into the conversation."""
-    if isinstance(blob, types.TextResourceContents):
-        return f"text, {len(blob.text)} characters"
     return f"binary {blob.mime_type or 'data'}, about {len(blob.blob) * 3 // 4} bytes"
 
 
