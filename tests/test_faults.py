@@ -282,16 +282,24 @@ async def test_frozen_server_never_holds_a_call_beyond_timeout_plus_one(tmp_path
         async with ToolRegistry(settings) as registry:
             assert await registry.connect_all() == []
             pid = await server_pid(registry, "local")
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                started = time.monotonic()
-                obs = await registry.call("local__get_current_time", {})
-                assert time.monotonic() - started < 2.0
-                assert obs.is_error and "timed out after 1 s" in obs.text
-            finally:
-                os.kill(pid, signal.SIGCONT)
-            again = await registry.call("local__get_current_time", {})
-            assert not again.is_error
+            await assert_frozen_calls_time_out(registry, "local__get_current_time", pid, 1)
+
+
+async def assert_frozen_calls_time_out(
+    registry: ToolRegistry, tool: str, pid: int, calls: int
+) -> None:
+    """SIGSTOP the server: each call ends as a 1 s timeout within 2 s; thawed, it answers."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for _ in range(calls):
+            started = time.monotonic()
+            obs = await registry.call(tool, {})
+            assert time.monotonic() - started < 2.0
+            assert obs.is_error and "timed out after 1 s" in obs.text
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    again = await registry.call(tool, {})
+    assert not again.is_error, again.text
 
 
 def pid_listening_on(port: int) -> int:
@@ -316,17 +324,8 @@ async def test_frozen_http_server_never_holds_a_call_beyond_timeout_plus_one(
             with anyio.fail_after(60):
                 assert await registry.connect_all() == []
                 pid = pid_listening_on(port)
-                os.kill(pid, signal.SIGSTOP)
-                try:
-                    for _ in range(2):  # the second call meets the stuck connection
-                        started = time.monotonic()
-                        obs = await registry.call("net__get_current_time", {})
-                        assert time.monotonic() - started < 2.0
-                        assert obs.is_error and "timed out after 1 s" in obs.text
-                finally:
-                    os.kill(pid, signal.SIGCONT)
-                again = await registry.call("net__get_current_time", {})
-                assert not again.is_error, again.text
+                # Two calls: the second meets the connection the first left stuck.
+                await assert_frozen_calls_time_out(registry, "net__get_current_time", pid, 2)
 
 
 RAW_SERVER = str(Path(__file__).parent / "raw_server.py")
