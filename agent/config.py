@@ -68,6 +68,12 @@ class AgentSettings(_Frozen):
     system_prompt: str | None = None
     connect_timeout: float = Field(default=30.0, gt=0)
     tool_timeout: float = Field(default=60.0, gt=0)
+    # Tool search: when the servers' declarations exceed tool_search_tokens (default 10% of
+    # [llm] context_window) or tool_search_tools, the model searches them with find_tools.
+    tool_search: Literal["auto", "on", "off"] = "auto"
+    tool_search_tokens: int | None = Field(default=None, gt=0)
+    tool_search_tools: int = Field(default=64, gt=0)
+    pinned_tools: tuple[str, ...] = ()  # public names or globs (`local__*`), always offered
 
 
 class UISettings(_Frozen):

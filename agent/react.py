@@ -37,6 +37,7 @@ from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
 from agent.memory import Memory
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
+from agent.tools.search import FIND_TOOLS, ToolSearch
 
 TERMINATE = "terminate"
 REPEAT_LIMIT = 3
@@ -59,7 +60,7 @@ TERMINATE_TOOL: dict[str, Any] = {
 }
 # Names only the agent may use: servers' tools are renamed around them (read_resource is
 # offered by agent.catalog when servers publish resources).
-AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource"})
+AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource", FIND_TOOLS})
 
 
 @dataclass(frozen=True)
@@ -123,11 +124,21 @@ class Agent:
         reserve_tokens: int = 4096,
         approval: ApprovalPolicy | None = None,
         agent_tools: Callable[[], Mapping[str, AgentTool]] | None = None,
+        tool_search: ToolSearch | None = None,
     ) -> None:
         self.model = model
         # The agent's own tools besides terminate, asked for each step: they come and go
         # with what servers publish (read_resource once any server has resources).
-        self.own_tools: Callable[[], Mapping[str, AgentTool]] = agent_tools or dict
+        self._catalog_tools: Callable[[], Mapping[str, AgentTool]] = agent_tools or dict
+        self._own_cache: tuple[tuple[object, object], Mapping[str, AgentTool]] | None = None
+        # Too many tools for every request: the model searches them (None: never).
+        self.search = tool_search
+        if tool_search is not None:  # tools a resumed session used stay offered
+            tool_search.offer(
+                call["function"]["name"]
+                for message in memory.messages
+                for call in message.get("tool_calls") or ()
+            )
         self.tools = tools
         self.memory = memory
         self.max_steps = max_steps
@@ -137,7 +148,7 @@ class Agent:
         self.session_usage = Usage()
         self._run_usage = Usage()
         self._seen: Counter[tuple[str, str, str]] = Counter()
-        self._tools_source: tuple[object, object] | None = None
+        self._tools_source: tuple[object, ...] | None = None
         self._tools_cache: list[dict[str, Any]] = []
         self._tools_tokens = 0
 
@@ -242,15 +253,36 @@ class Agent:
                 )
         raise ModelError("the model stream ended without a reply")
 
+    def own_tools(self) -> Mapping[str, AgentTool]:
+        """The agent's own tools besides terminate: the catalog's, and find_tools while tool
+        search is engaged. The same object until one of those changes (the loop caches)."""
+        base = self._catalog_tools()
+        if self.search is None or not self.search.engaged:
+            return base
+        key = (base, self.tools.tools)  # find_tools' description names the current servers
+        cached = self._own_cache
+        if cached is None or cached[0][0] is not base or cached[0][1] is not key[1]:
+            find = AgentTool(self.search.tool_schema(self.tools.tools), self._find_tools)
+            self._own_cache = (key, {**base, FIND_TOOLS: find})
+        return self._own_cache[1]
+
+    async def _find_tools(self, arguments: dict[str, Any]) -> Observation:
+        assert self.search is not None
+        return self.search.find(self.tools.tools, arguments)
+
     def _tool_list(self) -> tuple[list[dict[str, Any]], int]:
-        """The model's tool list, rebuilt only when the servers' or the agent's tools change."""
-        servers, own = self.tools.openai_tools(), self.own_tools()
-        if self._tools_source is None or any(
-            a is not b for a, b in zip(self._tools_source, (servers, own), strict=True)
-        ):
-            self._tools_source = (servers, own)
+        """The model's tool list, rebuilt only when the servers' or the agent's tools change,
+        or tool search offers more of them."""
+        servers = self.tools.openai_tools()
+        engaged = self.search is not None and self.search.engage(servers)
+        own = self.own_tools()
+        state = (self.search.version if self.search is not None else 0, engaged)
+        cached = self._tools_source
+        if cached is None or cached[0] is not servers or cached[1] is not own or cached[2] != state:
+            self._tools_source = (servers, own, state)
+            offered = self.search.select(servers) if self.search and engaged else servers
             mine = [tool.schema for tool in own.values()]
-            self._tools_cache = [*servers, *mine, TERMINATE_TOOL]
+            self._tools_cache = [*offered, *mine, TERMINATE_TOOL]
             self._tools_tokens = len(json.dumps(self._tools_cache)) // 4
         return self._tools_cache, self._tools_tokens
 
@@ -269,6 +301,8 @@ class Agent:
             arguments, problem = _parse_arguments(tc.arguments)
             if spec is None and tc.name != TERMINATE and tc.name not in self.own_tools():
                 problem = f"unknown tool '{tc.name}'. Use one of the tools you were given."
+                if self.search is not None and self.search.engaged:
+                    problem += f" `{FIND_TOOLS}` finds the others."
             if finished:
                 problem = f"not run: '{TERMINATE}' came before it in the same reply"
             calls.append(_Call(call_id, tc.name, arguments, spec, problem))
@@ -280,6 +314,8 @@ class Agent:
         verdicts: dict[str, str | None] = {}
         for call in calls:
             verdicts[call.id] = call.problem or await self._refusal(call)
+        if self.search is not None:  # a tool the model used stays offered for the session
+            self.search.offer(c.name for c in calls if c.spec is not None and c.problem is None)
         send, receive = anyio.create_memory_object_stream[Event](100)
         results: dict[str, Observation] = {}
 

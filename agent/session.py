@@ -41,6 +41,7 @@ from agent.server_requests import ServerRequests
 from agent.text import valid_unicode
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
+from agent.tools.search import BUDGET_SHARE, SearchBudget, ToolSearch
 from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
 from agent.ui.safe import SafeConsole
@@ -144,7 +145,18 @@ def build_agent(
         reserve_tokens=settings.llm.max_tokens or 4096,
         approval=ApprovalPolicy(mode=settings.ui.approval, ask=ask),
         agent_tools=catalog.agent_tools if catalog is not None else None,
+        tool_search=tool_search(settings),
     )
+
+
+def tool_search(settings: Settings) -> ToolSearch | None:
+    """The session's tool search, from `[agent] tool_search` and its budget."""
+    agent = settings.agent
+    if agent.tool_search == "off":
+        return None
+    tokens = agent.tool_search_tokens or int(settings.llm.context_window * BUDGET_SHARE)
+    budget = SearchBudget(agent.tool_search, tokens, agent.tool_search_tools, agent.pinned_tools)
+    return ToolSearch(budget)
 
 
 def sampling_reporter(

@@ -365,14 +365,21 @@ async def test_what_one_server_puts_into_every_model_request_is_bounded(tmp_path
     }
 
 
-async def test_more_tools_than_an_endpoint_takes_is_a_warning_at_start(tmp_path: Path) -> None:
+async def test_more_tools_than_an_endpoint_takes_is_a_warning_without_tool_search(
+    tmp_path: Path,
+) -> None:
     raw = stdio("raw", (sys.executable, [RAW_SERVER, "many"]))
-    with anyio.fail_after(30):
-        async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
-            assert await registry.connect_all() == []
-    assert len(registry.tools) == 200
-    [warning] = registry.warnings
-    assert "200 tools" in warning and "include_tools" in warning
+    for search, warned in (("off", True), ("auto", False)):
+        with anyio.fail_after(30):
+            settings = settings_for(tmp_path, raw, tool_search=search)
+            async with ToolRegistry(settings) as registry:
+                assert await registry.connect_all() == []
+        assert len(registry.tools) == 200
+        if warned:  # with tool search the model never gets them all in one request
+            [warning] = registry.warnings
+            assert "200 tools" in warning and "include_tools" in warning
+        else:
+            assert registry.warnings == []
 
 
 def test_schema_descriptions_and_depth_are_cut() -> None:

@@ -248,10 +248,11 @@ class ToolRegistry:
             for server in self.servers.values():
                 tg.start_soon(connect, server)
         self._rebuild()
-        if len(self.tools) > TOOL_LIMIT:
+        if len(self.tools) > TOOL_LIMIT and self.settings.agent.tool_search == "off":
             self.warnings.append(
                 f"{len(self.tools)} tools in all: OpenAI's endpoint accepts at most {TOOL_LIMIT} "
-                "(others vary); trim them with include_tools / exclude_tools"
+                "(others vary); trim them with include_tools / exclude_tools, or turn on "
+                "[agent] tool_search"
             )
         order = list(self.servers)
         return sorted(failures, key=lambda e: order.index(e.server))

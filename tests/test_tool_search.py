@@ -1,0 +1,230 @@
+"""Tool search: too many tools for every request -> the model searches them with find_tools.
+
+End to end: `run_mcp.py` against a real (hand-written) MCP server with 300 tools and the
+scripted model server; the assertions read the requests the model received.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agent.memory import Memory
+from agent.react import Agent
+from agent.tools.base import ToolSpec
+from agent.tools.search import FIND_TOOLS, SearchBudget, ToolIndex, ToolSearch, terms
+from tests.cli import run_cli
+from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.fake_model import FakeModel, FakeTools, answer, calls
+
+MANY_SERVER = str(Path(__file__).parent / "many_tools_server.py")
+KLINGON = "many__translate_klingon"
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in request["tools"]]
+
+
+def tool_messages(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def many_args(count: int, page: int | None = None) -> list[str]:
+    command = " ".join([sys.executable, MANY_SERVER, str(count), *([str(page)] if page else [])])
+    return ["--server-command", command, "--server-name", "many"]
+
+
+# -- ranking ----------------------------------------------------------------------------------
+
+
+def spec(name: str, description: str, title: str | None = None, server: str = "s") -> ToolSpec:
+    return ToolSpec(server, name, description, {"type": "object"}, title=title)
+
+
+def test_terms_split_cases_and_drop_plurals() -> None:
+    assert terms("listPullRequests") == ["list", "pull", "request"]
+    assert terms("get-HTTPServer_status") == ["get", "http", "server", "statu"]
+    assert terms("Categories of issues") == ["category", "of", "issue"]
+
+
+def test_ranking_prefers_name_over_description_and_finds_the_rare_word() -> None:
+    tools = {
+        "gh__create_issue": spec("create_issue", "Open a new issue in a repository."),
+        "gh__list_issues": spec("list_issues", "List issues of a repository."),
+        "gh__comment": spec("comment", "Comment on an issue or a pull request."),
+        "fs__read_file": spec("read_file", "Read a file.", server="fs"),
+        "tr__klingon": spec("speak", "Say it in Klingon.", title="Klingon voice", server="tr"),
+    }
+    index = ToolIndex(tools)
+    assert index.search("create issue", 3)[0] == "gh__create_issue"
+    assert index.search("issues", 5)[:2] == ["gh__list_issues", "gh__create_issue"]
+    assert index.search("klingon", 5) == ["tr__klingon"]
+    assert index.search("unrelated words", 5) == []
+    assert len(index.search("issue", 1)) == 1
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+async def called(arguments: dict[str, Any]) -> str:
+    return f"ran with {json.dumps(arguments)}"
+
+
+def big_toolbox(count: int) -> FakeTools:
+    functions = {f"t{i:03d}": called for i in range(count - 1)} | {"weather_now": called}
+    tools = FakeTools(functions)
+    tools.tools["weather_now"] = spec("weather_now", "Current weather for a city.", server="fake")
+    return tools
+
+
+def search(**budget: Any) -> ToolSearch:
+    return ToolSearch(SearchBudget(**budget))
+
+
+@pytest.mark.anyio
+async def test_found_tool_is_offered_from_the_next_request_on() -> None:
+    tools = big_toolbox(100)
+    model = FakeModel(
+        [
+            calls((FIND_TOOLS, {"query": "weather"})),
+            calls(("weather_now", {"city": "Oslo"})),
+            answer("sunny"),
+            answer("again"),
+        ]
+    )
+    agent = Agent(model, tools, Memory(), tool_search=search())
+    with anyio.fail_after(10):
+        events = [e async for e in agent.run("weather in Oslo?")]
+        [e async for e in agent.run("and now?")]
+    first, second, third, fourth = ([t["function"]["name"] for t in ts] for ts in model.tools_seen)
+    assert first == [FIND_TOOLS, "terminate"]
+    assert second == ["weather_now", FIND_TOOLS, "terminate"]
+    assert third == second and fourth == second  # kept for the session
+    found = model.requests[1][-1]["content"]
+    assert "weather_now" in found and "Current weather for a city." in found
+    assert tools.calls == [("weather_now", {"city": "Oslo"})]
+    assert events[-1].answer == "sunny"  # type: ignore[attr-defined]
+    model.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_below_the_budget_nothing_changes() -> None:
+    tools = big_toolbox(20)
+    model = FakeModel([answer("ok")])
+    agent = Agent(model, tools, Memory(), tool_search=search())
+    with anyio.fail_after(10):
+        [e async for e in agent.run("hi")]
+    assert model.tools_seen[0] == [*tools.openai_tools(), model.tools_seen[0][-1]]
+    assert FIND_TOOLS not in [t["function"]["name"] for t in model.tools_seen[0]]
+
+
+@pytest.mark.anyio
+async def test_pinned_and_used_tools_are_offered_and_budget_is_configurable() -> None:
+    tools = big_toolbox(30)  # under the default 64, over a budget of 10
+    memory = Memory()
+    memory.add_user("earlier")
+    memory.add_assistant("", [{"id": "c1", "type": "function", "function": {"name": "t007"}}])
+    memory.add_tool_result("c1", "done")
+    model = FakeModel([calls(("t002", {})), answer("ok")])
+    agent = Agent(model, tools, memory, tool_search=search(max_tools=10, pinned=("t00[12]",)))
+    with anyio.fail_after(10):
+        [e async for e in agent.run("hi")]
+    first, second = ([t["function"]["name"] for t in ts] for ts in model.tools_seen)
+    assert first == ["t001", "t002", "t007", FIND_TOOLS, "terminate"]
+    assert second == first
+    assert tools.calls == [("t002", {})]
+
+
+@pytest.mark.anyio
+async def test_token_budget_and_forced_modes() -> None:
+    tools = big_toolbox(5)
+    for budget, engaged in (
+        ({"max_tokens": 10}, True),
+        ({"mode": "on"}, True),
+        ({"mode": "off", "max_tools": 1}, False),
+    ):
+        model = FakeModel([answer("ok")])
+        agent = Agent(model, tools, Memory(), tool_search=search(**budget))
+        with anyio.fail_after(10):
+            [e async for e in agent.run("hi")]
+        names = [t["function"]["name"] for t in model.tools_seen[0]]
+        assert (FIND_TOOLS in names) is engaged, budget
+        assert (len(names) == 2) is engaged, budget
+
+
+@pytest.mark.anyio
+async def test_find_tools_refuses_bad_arguments_as_an_observation() -> None:
+    model = FakeModel(
+        [calls((FIND_TOOLS, {"limit": 3}), (FIND_TOOLS, {"query": "x", "limit": 0})), answer("k")]
+    )
+    agent = Agent(model, big_toolbox(100), Memory(), tool_search=search())
+    with anyio.fail_after(10):
+        [e async for e in agent.run("hi")]
+    results = [m["content"] for m in model.requests[1] if m["role"] == "tool"]
+    assert "non-empty string `query`" in results[0]
+    assert "positive integer" in results[1]
+
+
+# -- end to end: run_mcp.py, a real server with 300 tools, the scripted model -----------------
+
+
+def test_300_tools_are_searched_found_and_called(tmp_path: Path) -> None:
+    script = [
+        tool_calls((FIND_TOOLS, {"query": "klingon", "limit": 3})),
+        tool_calls((KLINGON, {"text": "hello"})),
+        text("nuqneH"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            [*many_args(300, page=100), "-p", "say hello in klingon", "-y"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "nuqneH\n"
+    first, second, third = llm.requests
+    assert tool_names(first) == [FIND_TOOLS, "terminate"]  # not the 300
+    assert "many (300)" in first["tools"][0]["function"]["description"]
+    found = tool_messages(second)[0]
+    assert f"- {KLINGON} (server 'many', tool 'translate_klingon')" in found
+    assert KLINGON in tool_names(second)
+    offered = next(t for t in second["tools"] if t["function"]["name"] == KLINGON)
+    assert offered["function"]["parameters"]["required"] == ["text"]  # the full schema
+    assert 'called translate_klingon with {"text": "hello"}' in tool_messages(third)[1]
+    assert tool_names(third) == tool_names(second)
+    assert "warning" not in proc.stderr  # 300 tools, and no "too many tools" warning
+    llm.assert_complete()
+
+
+def test_pinned_tools_from_config_and_search_off(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[agent]\npinned_tools = ["many__get_*"]\n')
+    off = tmp_path / "off.toml"
+    off.write_text('[agent]\ntool_search = "off"\n')
+    with ScriptedLLM(text("one"), text("two")) as llm:
+        pinned = run_cli(
+            [*many_args(300), "--config", str(config), "-p", "hi"], tmp_path, base_url=llm.base_url
+        )
+        plain = run_cli(
+            [*many_args(300), "--config", str(off), "-p", "hi"], tmp_path, base_url=llm.base_url
+        )
+    assert pinned.returncode == 0 and plain.returncode == 0, pinned.stderr + plain.stderr
+    names = tool_names(llm.requests[0])
+    assert names[-2:] == [FIND_TOOLS, "terminate"]
+    assert len(names) == 2 + 30 and all(n.startswith("many__get_") for n in names[:-2])
+    assert len(tool_names(llm.requests[1])) == 301  # off: every tool, as before
+    assert "300 tools in all" in plain.stderr
+    llm.assert_complete()
+
+
+def test_small_tool_sets_are_unchanged(tmp_path: Path) -> None:
+    with ScriptedLLM(text("ok")) as llm:
+        proc = run_cli([*many_args(20), "-p", "hi"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    names = tool_names(llm.requests[0])
+    assert len(names) == 21 and FIND_TOOLS not in names and names[-1] == "terminate"
