@@ -38,6 +38,7 @@ from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.redact import Redactor
 from agent.server_requests import ServerRequests
+from agent.signals import ended_by_signals
 from agent.text import valid_unicode
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
@@ -308,7 +309,7 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
 
 
 def run_single(settings: Settings, request: str, *, output: str, resume: str | None) -> int:
-    return anyio.run(_single, settings, request, output, resume)
+    return anyio.run(ended_by_signals, _single, settings, request, output, resume)
 
 
 def run_repl(settings: Settings, *, resume: str | None) -> int:

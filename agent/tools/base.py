@@ -226,16 +226,18 @@ class ToolServer(ABC):
 
     async def _own(self, gen: _Generation) -> None:
         """Enter and exit every context of one connection, in this one task."""
-        with anyio.CancelScope() as scope:
-            gen.scope = scope
-            try:
-                async with contextlib.AsyncExitStack() as stack:
-                    await self._open(stack)
-                    gen.ready.set()
-                    await gen.closing.wait()
-            except Exception as exc:  # reported by start() or on the next call
-                gen.error = exc
-        gen.done.set()
+        try:
+            with anyio.CancelScope() as scope:
+                gen.scope = scope
+                try:
+                    async with contextlib.AsyncExitStack() as stack:
+                        await self._open(stack)
+                        gen.ready.set()
+                        await gen.closing.wait()
+                except Exception as exc:  # reported by start() or on the next call
+                    gen.error = exc
+        finally:  # also when cancelled from outside: close() must not wait for it in vain
+            gen.done.set()
 
     async def close(self, grace: float = 5.0) -> None:
         """Ask the owner task to close; cancel it if it takes longer than `grace`.

@@ -30,6 +30,7 @@ from agent.catalog import Catalog
 from agent.config import Settings
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
+from agent.signals import ended_by_signals
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, to_markdown
 from agent.ui.forms import ask_form
@@ -569,4 +570,4 @@ async def _repl(settings: Settings, resume: str | None) -> int:
 
 
 def repl_main(settings: Settings, *, resume: str | None) -> int:
-    return anyio.run(_repl, settings, resume)
+    return anyio.run(ended_by_signals, _repl, settings, resume)

@@ -1,0 +1,102 @@
+"""SIGTERM and SIGHUP end a run like Ctrl-C: servers stopped, JSON printed, 143 / 129.
+
+Real subprocesses: the agent (run_mcp.py), its bundled stdio server, and the `bash` tool's
+`sleep` in its own process group. The tool tells the test its pids through a FIFO, so the
+signal is sent while the call is provably running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.cli import RUN_MCP, cli_env
+from tests.fake_llm import ScriptedLLM, text, tool_calls
+
+# The tool writes "<server pid> <its own pid>" into the FIFO, then becomes a long sleep.
+BUSY = "echo $PPID $$ > ready.fifo; exec sleep 300"
+
+
+def read_fifo(path: Path, timeout: float = 60) -> str:
+    """The FIFO's contents; opening blocks until the writer comes, so bound it with a thread."""
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(path.read_text()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not got:
+        with open(path, "w"):  # unblock the reader thread before failing
+            pass
+        raise AssertionError("the tool never started")
+    return got[0]
+
+
+def alive(pid: int) -> bool:
+    """A zombie is dead for our purpose (init reaps it when it gets round to it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def start_agent(tmp_path: Path, base_url: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, RUN_MCP, *args],
+        cwd=tmp_path,
+        env=cli_env(tmp_path, base_url, "sk-e2e"),
+        stdin=subprocess.PIPE if "-i" in args else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_terminating_signal_during_a_call_stops_servers_and_prints_the_json(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    os.mkfifo(tmp_path / "ready.fifo")
+    with ScriptedLLM(tool_calls(("local__bash", {"command": BUSY}))) as llm:
+        proc = start_agent(tmp_path, llm.base_url, "-p", "work", "--yes", "--output", "json")
+        try:
+            server_pid, sleep_pid = map(int, read_fifo(tmp_path / "ready.fifo").split())
+            proc.send_signal(signum)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == code, stderr
+    report = json.loads(stdout)
+    assert report["status"] == "cancelled" and report["steps"] == 1
+    [call] = report["tool_calls"]
+    assert call["name"] == "local__bash" and call["is_error"] and "cancelled" in call["output"]
+    assert not alive(server_pid), "the stdio server outlived the agent"
+    assert not alive(sleep_pid), "the tool's process group outlived the agent"
+    transcript = next((tmp_path / "state" / "sessions").glob("*.jsonl")).read_text()
+    assert "sleep 300" in transcript
+
+
+def test_a_closed_repl_terminal_leaves_no_server_behind(tmp_path: Path) -> None:
+    """SIGHUP (the terminal closed) in the middle of a REPL turn: every server goes."""
+    os.mkfifo(tmp_path / "ready.fifo")
+    with ScriptedLLM(tool_calls(("local__bash", {"command": BUSY})), text("unused")) as llm:
+        proc = start_agent(tmp_path, llm.base_url, "-i", "--yes")
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write("work\n")
+            proc.stdin.flush()
+            server_pid, sleep_pid = map(int, read_fifo(tmp_path / "ready.fifo").split())
+            proc.send_signal(signal.SIGHUP)
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 129, stderr
+    assert not alive(server_pid) and not alive(sleep_pid)
