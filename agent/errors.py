@@ -48,4 +48,16 @@ class ToolServerError(AgentError):
 
 
 class ContextOverflowError(ModelError):
-    """The request did not fit the model's context window; the loop trims and retries once."""
+    """The request did not fit the model's context window; the loop trims and re-sends.
+
+    `context_window` and `request_tokens` are the server's own counts when its message gives
+    them (llama.cpp, llama-cpp-python and OpenAI do): the loop learns the real window from
+    them and how far its own estimate was off.
+    """
+
+    def __init__(
+        self, message: str, *, context_window: int | None = None, request_tokens: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.context_window = context_window
+        self.request_tokens = request_tokens

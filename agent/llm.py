@@ -12,6 +12,7 @@ The `openai` import is deferred to the first request so start-up stays fast.
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -31,14 +32,36 @@ RETRYABLE_STATUS = frozenset({408, 429})  # and every 5xx
 # An endpoint we cannot connect to is reported within this many seconds, retries included:
 # a refused port or a black-holed host will not start answering between two retries.
 CONNECT_BUDGET = 10.0
+# A reply cap sent when none is configured: a local model that loops must not hold a step
+# for minutes (measured: 481 s), and 4,096 tokens is more than any one step needs.
+DEFAULT_MAX_TOKENS = 4096
 CONTEXT_OVERFLOW_HINTS = (
     "context_length_exceeded",
     "context length",
     "maximum context",
     "context window",
+    "context size",  # llama.cpp: "request (5367 tokens) exceeds the available context size"
     "too many tokens",
     "prompt is too long",
 )
+CONTEXT_OVERFLOW_TYPES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+# The numbers an overflow message gives (llama.cpp, llama-cpp-python, OpenAI, vLLM wordings).
+_WINDOW_PATTERNS = (
+    r"context size \((\d+) tokens\)",
+    r"maximum context length is (\d+)",
+    r"context window of (\d+)",
+    r"context length of (\d+)",
+)
+_REQUEST_PATTERNS = (
+    r"(\d+) in the messages",  # OpenAI's count without the reply's reserve
+    r"request \((\d+) tokens\)",
+    r"requested (\d+) tokens",
+    r"requested tokens \((\d+)\)",
+    r"resulted in (\d+) tokens",
+    r"(\d+) input tokens",
+)
+# 5xx bodies that are about the request, not the server: sending it again cannot help.
+VALIDATION_HINTS = ("validation error", "input should be", "field required", "invalid_request")
 
 
 @dataclass(frozen=True)
@@ -52,14 +75,33 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens the server reported; `unreported` counts the requests it gave no usage for
+    (many local servers send none when streaming), so a front end says "unknown", not 0."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    unreported: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.unreported + other.unreported,
         )
+
+    @property
+    def known(self) -> bool:
+        """Whether any count was reported (a run of unreported requests knows nothing)."""
+        return self.unreported == 0 or bool(self.prompt_tokens or self.completion_tokens)
+
+    def shown(self, tokens: int) -> str:
+        """One count as a person reads it: "unknown", or a lower bound marked with "+"."""
+        if not self.known:
+            return "unknown"
+        return f"{tokens}+" if self.unreported else str(tokens)
+
+
+UNREPORTED = Usage(unreported=1)
 
 
 @dataclass(frozen=True)
@@ -178,6 +220,7 @@ class OpenAIModel:
         self._api_key = api_key
         self._extra_headers = extra_headers or {}
         self._client: AsyncOpenAI | None = None
+        self._max_tokens_key = "max_tokens"  # or max_completion_tokens, if the endpoint says so
 
     def _get_client(self) -> AsyncOpenAI:
         if self._client is None:
@@ -201,11 +244,12 @@ class OpenAIModel:
     def _params(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
         params: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
-            params["tools"] = tools
+            # "auto" is the default, but llama-cpp-python ignores `tools` unless it is sent.
+            params["tools"], params["tool_choice"] = tools, "auto"
         if self.temperature is not None:
             params["temperature"] = self.temperature
         if self.max_tokens is not None:
-            params["max_tokens"] = self.max_tokens
+            params[self._max_tokens_key] = self.max_tokens
         return params
 
     async def stream(
@@ -218,6 +262,8 @@ class OpenAIModel:
         """Stream one reply. `overrides` (max_tokens, temperature, stop) apply to this request
         only: a server's sampling request sets its own."""
         params = {**self._params(messages, tools), **(overrides or {})}
+        if self._max_tokens_key != "max_tokens" and "max_tokens" in params:
+            params[self._max_tokens_key] = params.pop("max_tokens")
         started = time.monotonic()
         for attempt in range(1, self.max_retries + 2):
             streamed = False
@@ -229,6 +275,11 @@ class OpenAIModel:
                         streamed = True
                     yield item
                 return
+            except _UseCompletionTokens as exc:
+                if self._max_tokens_key != "max_tokens":
+                    raise ModelError(self._gave_up(exc.args[0], attempt)) from None
+                self._max_tokens_key = "max_completion_tokens"  # for this and every request
+                break
             except _Retryable as exc:
                 delay = exc.delay if exc.delay is not None else BACKOFF[attempt - 1]
                 now = time.monotonic()  # another attempt would take about as long as this one
@@ -237,6 +288,9 @@ class OpenAIModel:
                     raise ModelError(self._gave_up(exc.reason, attempt)) from None
                 yield RetryNotice(attempt, delay, exc.reason, streamed)
                 await anyio.sleep(delay)
+        # Only a renamed parameter gets here: the same request again, at once.
+        async for item in self.stream(messages, tools, overrides=overrides):
+            yield item
 
     def _gave_up(self, reason: str, attempts: int) -> str:
         where = self.base_url or "the default OpenAI endpoint"
@@ -249,7 +303,7 @@ class OpenAIModel:
     async def _stream_once(self, params: dict[str, Any]) -> AsyncIterator[str | Reply]:
         content: list[str] = []
         calls = ToolCallAccumulator()
-        usage = Usage()
+        usage = UNREPORTED
         finish_reason: str | None = None
         chunks = 0
         async with self._errors():
@@ -308,7 +362,7 @@ class OpenAIModel:
         text = valid_unicode(message.get("content") or "")
         if text:
             yield text
-        usage = _usage(completion["usage"]) if completion.get("usage") else Usage()
+        usage = _usage(completion["usage"]) if completion.get("usage") else UNREPORTED
         yield Reply(text, tool_calls, usage, choice.get("finish_reason"))
 
     async def _create(self, body: dict[str, Any]) -> Any:
@@ -337,7 +391,13 @@ class OpenAIModel:
 
 
 class _ErrorMapper:
-    """Maps openai exceptions to retries or actionable ModelErrors (one place, not many)."""
+    """Maps every openai exception to a retry or an actionable ModelError (one place).
+
+    The classes, most specific first: timeouts and connection failures (retried), HTTP
+    statuses, malformed responses, an error event inside a stream (the base `APIError`:
+    llama-server sends `data: {"error": {"code": 500, ...}}` mid-reply), and any other
+    client error. An HTTP status and a streamed error code are judged by one rule.
+    """
 
     def __init__(self, model: OpenAIModel) -> None:
         self.model = model
@@ -359,22 +419,46 @@ class _ErrorMapper:
             connect = _caused_by(exc, "ConnectError")  # refused, DNS: nothing was sent
             raise _Retryable(f"connection failed ({_root_cause(exc)})", connect=connect) from None
         if isinstance(exc, openai.APIStatusError):
-            raise self._status_error(exc) from None
+            error = _error_body(exc.body)
+            raise self._status_error(exc.status_code, error, exc, exc.response) from None
         if isinstance(exc, openai.APIResponseValidationError | ValueError):
             raise ModelError(
                 f"the model endpoint returned malformed data ({_short(str(exc))}); "
                 "is --base-url an OpenAI-compatible /v1 endpoint?"
             ) from None
+        if isinstance(exc, openai.APIError):  # an error event inside the stream
+            error = _error_body(exc.body)
+            code = error.get("code")
+            status = int(code) if isinstance(code, int | str) and str(code).isdigit() else 0
+            raise self._status_error(status, error, exc, None, streamed=True) from None
+        if isinstance(exc, openai.OpenAIError):
+            raise ModelError(f"the model client failed: {_short(str(exc))}") from None
         return False
 
-    def _status_error(self, exc: Any) -> Exception:
-        status = exc.status_code
-        detail = _short(_error_message(exc))
+    def _status_error(
+        self,
+        status: int,
+        error: dict[str, Any],
+        exc: Any,
+        response: Any,
+        *,
+        streamed: bool = False,
+    ) -> Exception:
+        """One rule for an HTTP status and for a streamed error event's code (0 if none)."""
+        detail = _short(_error_message(error, exc))
+        kinds = f"{error.get('type') or ''} {error.get('code') or ''}".lower()
         model = self.model
-        if status in RETRYABLE_STATUS or status >= 500:
-            if status == 429 and "insufficient_quota" in detail:
-                return ModelError(f"the model endpoint says the quota is used up (429): {detail}")
-            return _Retryable(f"HTTP {status}: {detail}", _retry_after(exc.response))
+        where = f"HTTP {status}" if status else "error event in the stream"
+        if streamed and status:
+            where = f"error event {status} in the stream"
+        if _is_overflow(status, kinds, detail):
+            return ContextOverflowError(
+                f"the request did not fit the model's context: {detail}",
+                context_window=_overflow_number(error, "n_ctx", _WINDOW_PATTERNS, detail),
+                request_tokens=_overflow_number(
+                    error, "n_prompt_tokens", _REQUEST_PATTERNS, detail
+                ),
+            )
         if status in (401, 403):
             return ModelError(
                 f"the model endpoint rejected the API key (HTTP {status}); set OPENAI_API_KEY "
@@ -386,25 +470,64 @@ class _ErrorMapper:
                 f"{model.base_url or 'the default OpenAI endpoint'}; check --model / "
                 "OPENAI_MODEL and --base-url / OPENAI_BASE_URL (it usually ends in /v1)"
             )
-        if status in (400, 413, 422) and any(h in detail.lower() for h in CONTEXT_OVERFLOW_HINTS):
-            return ContextOverflowError(f"the request did not fit the model's context: {detail}")
-        return ModelError(f"the model endpoint rejected the request (HTTP {status}): {detail}")
+        if status == 400 and "max_completion_tokens" in detail and model.max_tokens is not None:
+            return _UseCompletionTokens(detail)
+        if status == 429 and "insufficient_quota" in detail:
+            return ModelError(f"the model endpoint says the quota is used up (429): {detail}")
+        invalid = any(h in f"{kinds} {detail}".lower() for h in VALIDATION_HINTS)
+        if (status in RETRYABLE_STATUS or status >= 500 or not status) and not invalid:
+            return _Retryable(f"{where}: {detail}", _retry_after(response))
+        if invalid and status >= 500:  # a server that reports a bad request as its own failure
+            return ModelError(
+                f"the model endpoint rejected the request as invalid ({where}, not retried): "
+                f"{detail}"
+            )
+        return ModelError(f"the model endpoint rejected the request ({where}): {detail}")
+
+
+class _UseCompletionTokens(Exception):
+    """The endpoint wants `max_completion_tokens` instead of `max_tokens` (OpenAI's reasoning
+    models): the request is re-sent at once with the other name."""
+
+
+def _error_body(body: Any) -> dict[str, Any]:
+    """The error object of a response body: `{"error": {...}}`, `{...}` or a bare string."""
+    inner = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(inner, dict):
+        return inner
+    return {"message": inner} if isinstance(inner, str) and inner else {}
+
+
+def _is_overflow(status: int, kinds: str, detail: str) -> bool:
+    """Context overflow, by the error's type or code first, then by its wording."""
+    if status in (401, 403, 404, 429):
+        return False
+    if any(kind in CONTEXT_OVERFLOW_TYPES for kind in kinds.split()):
+        return True
+    return any(h in detail.lower() for h in CONTEXT_OVERFLOW_HINTS)
+
+
+def _overflow_number(
+    error: dict[str, Any], key: str, patterns: tuple[str, ...], detail: str
+) -> int | None:
+    """A token count the overflow error states: a field (llama.cpp), else the wording."""
+    value = error.get(key)
+    if isinstance(value, int) and value > 0:
+        return value
+    for pattern in patterns:
+        if match := re.search(pattern, detail, re.IGNORECASE):
+            return int(match.group(1))
+    return None
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
     return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
 
 
-def _error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            parts = [str(inner.get(k)) for k in ("message", "code") if inner.get(k)]
-            if parts:
-                return " ".join(parts)
-        elif isinstance(inner, str):
-            return inner
+def _error_message(error: dict[str, Any], exc: Any) -> str:
+    parts = [str(error.get(k)) for k in ("message", "code") if error.get(k)]
+    if parts:
+        return " ".join(parts)
     return getattr(exc, "message", None) or str(exc)
 
 

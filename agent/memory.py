@@ -38,6 +38,15 @@ def estimate_tokens(value: Any) -> int:
     return len(text) // CHARS_PER_TOKEN + MESSAGE_OVERHEAD
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """One request's messages, and how much older history was left out to fit."""
+
+    messages: list[Message]
+    dropped: int = 0  # messages
+    dropped_tokens: int = 0  # their estimate
+
+
 @dataclass
 class Memory:
     """Messages of one session; the system prompt is kept apart and always sent."""
@@ -78,11 +87,11 @@ class Memory:
         self._append({"role": "user", "content": content})
 
     def add_assistant(self, content: str, tool_calls: list[dict[str, Any]] | None = None) -> None:
-        message: Message = {"role": "assistant", "content": content or None}
+        # Content is "" rather than null beside tool calls: llama-cpp-python answers HTTP 500
+        # to a null, and every endpoint accepts the empty string.
+        message: Message = {"role": "assistant", "content": content or ""}
         if tool_calls:
             message["tool_calls"] = tool_calls
-        elif not content:
-            message["content"] = ""
         self._append(message)
 
     def add_tool_result(self, call_id: str, content: str) -> None:
@@ -116,15 +125,19 @@ class Memory:
         return units
 
     def for_request(self, budget_tokens: int) -> list[Message]:
-        """System prompt + what fits the budget, newest first.
+        return self.fit(budget_tokens).messages
+
+    def fit(self, budget_tokens: int) -> Fitted:
+        """System prompt + what fits the budget, newest first, and what was left out.
 
         The current request (last user message) and the newest unit are always kept;
-        older history is dropped whole units at a time, oldest first.
+        older history is dropped whole units at a time, oldest first. A budget too small
+        for even those (a tiny context window) keeps just them: the caller says so.
         """
         units = self.units()
         user_at = [i for i, u in enumerate(units) if u[0]["role"] == "user"]
         anchor = user_at[-1] if user_at else 0
-        remaining = budget_tokens - estimate_tokens(self.system_prompt)
+        remaining = max(0, budget_tokens) - estimate_tokens(self.system_prompt)
         keep: set[int] = set()
 
         def take(index: int, force: bool = False) -> bool:
@@ -151,4 +164,6 @@ class Memory:
         while older and units[older[0]][0]["role"] != "user":
             keep.discard(older.pop(0))
         system = {"role": "system", "content": self.system_prompt}
-        return [system] + [m for i in sorted(keep) for m in units[i]]
+        kept = [m for i in sorted(keep) for m in units[i]]
+        dropped = [m for i, unit in enumerate(units) if i not in keep for m in unit]
+        return Fitted([system, *kept], len(dropped), sum(self.cost(m) for m in dropped))

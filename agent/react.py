@@ -34,13 +34,14 @@ from agent.events import (
     Usage,
 )
 from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
-from agent.memory import Memory
+from agent.memory import Fitted, Memory, estimate_tokens
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
 from agent.tools.search import FIND_TOOLS, ToolSearch
 
 TERMINATE = "terminate"
 REPEAT_LIMIT = 3
+OVERFLOW_RESENDS = 3  # smaller re-sends after the server says a request did not fit
 MAX_ARGUMENT_DEPTH = 64  # nesting of a tool call's arguments; no real schema comes close
 TERMINATE_TOOL: dict[str, Any] = {
     "type": "function",
@@ -151,6 +152,8 @@ class Agent:
         self._tools_source: tuple[object, ...] | None = None
         self._tools_cache: list[dict[str, Any]] = []
         self._tools_tokens = 0
+        self._token_scale = 1.0  # real tokens per estimated token, learnt from overflow errors
+        self._dropped_shown = 0  # messages left out of the last request we told about
 
     @property
     def run_usage(self) -> Usage:
@@ -211,7 +214,7 @@ class Agent:
         if not calls:
             if reply.content.strip():
                 if reply.finish_reason == "length":
-                    yield Notice("the answer was cut by the model's max_tokens limit", "warning")
+                    yield Notice(self._cut_short(reply), "warning")
                 yield FinalAnswer(reply.content)
                 return
             yield Notice("the model returned an empty reply; asking it to continue", "warning")
@@ -231,11 +234,18 @@ class Agent:
     async def _think(self) -> AsyncIterator[Event | Reply]:
         await self.tools.settle()
         tools, tools_tokens = self._tool_list()
-        budget = self.context_window - self.reserve_tokens - tools_tokens
-        for attempt in (1, 2):
-            messages = self.memory.for_request(budget)
+        cap: int | None = None  # after an overflow: a budget below what was just refused
+        last: Fitted | None = None
+        for _ in range(OVERFLOW_RESENDS + 1):
+            budget = self._budget(tools_tokens)
+            fitted = self.memory.fit(budget if cap is None else min(budget, cap))
+            if last is not None and fitted.dropped <= last.dropped:
+                raise ContextOverflowError(self._no_room(tools_tokens))
+            if notice := self._dropped_notice(fitted, budget):
+                yield notice
+            last = fitted
             try:
-                async for item in self.model.stream(messages, tools):
+                async for item in self.model.stream(fitted.messages, tools):
                     if isinstance(item, str):
                         yield TextDelta(item)
                     elif isinstance(item, RetryNotice):
@@ -244,14 +254,68 @@ class Agent:
                         self.count_usage(item.usage)
                         yield item
                         return
-            except ContextOverflowError:
-                if attempt == 2:
-                    raise
-                budget //= 2
+            except ContextOverflowError as exc:
+                cap = self._learn_overflow(exc, fitted, tools_tokens)
                 yield Notice(
-                    "the conversation did not fit the model's context; trimmed it", "warning"
+                    f"the request did not fit the model's context ({self.context_window} "
+                    "tokens); trimming older messages and sending it again",
+                    "warning",
                 )
-        raise ModelError("the model stream ended without a reply")
+        raise ContextOverflowError(self._no_room(tools_tokens))
+
+    def _budget(self, tools_tokens: int) -> int:
+        """Tokens (in our estimate's units) the messages may use; never negative.
+
+        The reply's reserve is at most a quarter of the window, so a small local context
+        (2k-8k) with the default max_tokens still has room for the conversation.
+        """
+        window = self.context_window
+        reserve = min(self.reserve_tokens, window // 4)
+        return max(0, int((window - reserve) / self._token_scale) - tools_tokens)
+
+    def _learn_overflow(self, exc: ContextOverflowError, sent: Fitted, tools_tokens: int) -> int:
+        """Take the server's counts as the truth for every later request (a REPL keeps
+        fitting), and return a budget below what was just sent, so the re-send is smaller."""
+        sent_tokens = sum(self.memory.cost(m) for m in sent.messages)
+        if exc.context_window:
+            self.context_window = min(self.context_window, exc.context_window)
+        if exc.request_tokens and sent_tokens + tools_tokens:
+            scale = exc.request_tokens / (sent_tokens + tools_tokens)
+            self._token_scale = max(self._token_scale, scale)
+        if exc.context_window or exc.request_tokens:
+            return sent_tokens - 1
+        return sent_tokens // 2  # the server gave no numbers: halve
+
+    def _dropped_notice(self, fitted: Fitted, budget: int) -> Notice | None:
+        """Say when history starts being left out of requests, and when more is."""
+        shown, self._dropped_shown = self._dropped_shown, fitted.dropped
+        if fitted.dropped <= shown:
+            return None
+        room = "no room" if budget == 0 else f"~{budget} tokens"
+        return Notice(
+            f"context window {self.context_window} tokens ({room} for the conversation after "
+            f"the system prompt, tools and reply): left {fitted.dropped} older messages "
+            f"(~{fitted.dropped_tokens} tokens) out of this request",
+            "warning",
+        )
+
+    def _no_room(self, tools_tokens: int) -> str:
+        system = estimate_tokens(self.memory.system_prompt)
+        return (
+            f"the request does not fit the model's context ({self.context_window} tokens) even "
+            f"with the older history left out (system prompt ~{system} tokens, tool list "
+            f"~{tools_tokens}); start the server with a larger context, or offer fewer tools "
+            "(include_tools / exclude_tools)"
+        )
+
+    def _cut_short(self, reply: Reply) -> str:
+        """Why a reply ended with finish_reason "length": our max_tokens, or the server."""
+        limit = getattr(self.model, "max_tokens", None)
+        if limit is None:
+            return "the answer was cut short by the server (its context or output limit)"
+        if reply.usage.known and reply.usage.completion_tokens < limit:
+            return "the answer was cut short by the server's context limit"
+        return f"the answer was cut by the max_tokens limit ({limit}; max_tokens in [llm])"
 
     def own_tools(self) -> Mapping[str, AgentTool]:
         """The agent's own tools besides terminate: the catalog's, and find_tools while tool

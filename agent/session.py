@@ -33,7 +33,8 @@ from agent.events import (
     ToolCallStarted,
     Usage,
 )
-from agent.llm import OpenAIModel, warm_model_imports
+from agent.llm import DEFAULT_MAX_TOKENS, OpenAIModel, warm_model_imports
+from agent.local import describe_ports, find_local_server
 from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.redact import Redactor
@@ -52,6 +53,30 @@ CUT_SHORT = "cancelled by the user before it finished"
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 
+def with_local_server(settings: Settings, stderr: Console) -> Settings:
+    """With no API key and no base URL, a model server on this machine if one answers
+    (its first model unless one was configured); otherwise the settings as they are."""
+    llm = settings.llm
+    if llm.api_key or llm.base_url:
+        return settings
+    found = find_local_server(llm.local_ports)
+    if found is None:
+        return settings
+    update: dict[str, Any] = {"base_url": found.base_url}
+    if "model" not in llm.model_fields_set and found.models:
+        update["model"] = found.models[0]
+    llm = llm.model_copy(update=update)
+    if not settings.ui.quiet:
+        stderr.print(
+            Text(
+                f"no API key or base URL set: using {found.name} at {found.base_url} "
+                f"(model '{llm.model}')",
+                style="dim",
+            )
+        )
+    return settings.model_copy(update={"llm": llm})
+
+
 def make_model(settings: Settings) -> OpenAIModel:
     """The model client; a missing key is a config error unless the endpoint is local."""
     llm = settings.llm
@@ -59,9 +84,15 @@ def make_model(settings: Settings) -> OpenAIModel:
     if not key:
         host = urlparse(llm.base_url or "").hostname
         if host not in LOCAL_HOSTS:
+            looked = (
+                f"; no local server answered on {describe_ports(llm.local_ports)}"
+                if llm.local_ports and not llm.base_url
+                else ""
+            )
             raise ConfigError(
-                "no API key: set OPENAI_API_KEY (or api_key in [llm] of config/config.toml); "
-                "local servers such as Ollama need only --base-url http://localhost:11434/v1"
+                "no API key: set OPENAI_API_KEY (or api_key in [llm] of config/config.toml), "
+                "or run a local server (Ollama, llama.cpp, LM Studio, vLLM) and pass "
+                f"--base-url http://localhost:PORT/v1{looked}"
             )
         key = "not-needed"
     return OpenAIModel(
@@ -69,7 +100,7 @@ def make_model(settings: Settings) -> OpenAIModel:
         api_key=key,
         model=llm.model,
         temperature=llm.temperature,
-        max_tokens=llm.max_tokens,
+        max_tokens=llm.max_tokens or DEFAULT_MAX_TOKENS,
         request_timeout=llm.request_timeout,
         stream=llm.stream,
     )
@@ -143,7 +174,7 @@ def build_agent(
         memory,
         max_steps=settings.agent.max_steps,
         context_window=settings.llm.context_window,
-        reserve_tokens=settings.llm.max_tokens or 4096,
+        reserve_tokens=settings.llm.max_tokens or DEFAULT_MAX_TOKENS,
         approval=ApprovalPolicy(mode=settings.ui.approval, ask=ask),
         agent_tools=catalog.agent_tools if catalog is not None else None,
         tool_search=tool_search(settings),
@@ -169,7 +200,7 @@ def sampling_reporter(
     def report(server: str, usage: Usage) -> None:
         agent.count_usage(usage)
         if not settings.ui.quiet:
-            tokens = usage.prompt_tokens + usage.completion_tokens
+            tokens = usage.shown(usage.prompt_tokens + usage.completion_tokens)
             line = f"server '{server}' had the model answer a sampling request ({tokens} tokens)"
             console.print(Text(line, style="dim"))
 
@@ -246,9 +277,9 @@ class RunRecord:
             "status": done.status,
             "steps": done.steps,
             "tool_calls": self.tool_calls,
-            "usage": {
-                "prompt_tokens": done.usage.prompt_tokens,
-                "completion_tokens": done.usage.completion_tokens,
+            "usage": {  # null: the server reported no usage (many local servers do not)
+                "prompt_tokens": done.usage.prompt_tokens if done.usage.known else None,
+                "completion_tokens": done.usage.completion_tokens if done.usage.known else None,
             },
             "error": done.error,
         }
@@ -265,6 +296,7 @@ def print_answer(answer: str) -> None:
 
 async def _single(settings: Settings, request: str, output: str, resume: str | None) -> int:
     stderr = SafeConsole(stderr=True)
+    settings = with_local_server(settings, stderr)
     redact = Redactor.from_settings(settings, os.environ)
     model = make_model(settings)
     session = open_transcript(settings, resume, stderr)

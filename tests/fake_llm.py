@@ -4,8 +4,10 @@
 scripted turn per request, streaming real SSE chunks (content deltas, tool-call deltas by
 index, a usage chunk) or plain JSON, as the request asks. Turns can also fail: HTTP errors
 with headers, delays past the client's timeout, malformed JSON, a connection dropped in
-the middle of a stream. Every request body is recorded; an unscripted request is answered
-with HTTP 418 (which the client does not retry) and fails `assert_complete()`.
+the middle of a stream, and llama-server's own failures (an error event inside the stream,
+its context-overflow body). `GET /v1/models` lists `models`. Every request body is
+recorded; an unscripted request is answered with HTTP 418 (which the client does not
+retry) and fails `assert_complete()`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ _ids = itertools.count(1)
 class Turn:
     """One scripted reply. Only the fields for its `kind` matter."""
 
-    kind: str  # text | tool_calls | error | garbage | drop
+    kind: str  # text | tool_calls | error | garbage | drop | stream_error
     content: str = ""
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     status: int = 200
@@ -45,7 +47,8 @@ class Turn:
     pace: float = 0.0  # seconds between streamed content chunks (a model that types)
     chunk: int = 4
     finish_reason: str | None = None
-    usage: tuple[int, int] = (12, 7)
+    usage: tuple[int, int] | None = (12, 7)  # None: the server reports no usage
+    body: dict[str, Any] | None = None  # an error's JSON body, verbatim
 
 
 Script = Turn | Callable[[dict[str, Any]], Turn]
@@ -65,6 +68,36 @@ def error(
 ) -> Turn:
     hdrs = {k.replace("_", "-"): v for k, v in headers.items()}
     return Turn("error", status=status, message=message, code=code, headers=hdrs)
+
+
+def llama_overflow(prompt_tokens: int, n_ctx: int) -> Turn:
+    """llama-server's answer to a prompt longer than its context (HTTP 400)."""
+    message = (
+        f"request ({prompt_tokens} tokens) exceeds the available context size "
+        f"({n_ctx} tokens), try increasing it"
+    )
+    body = {
+        "error": {
+            "code": 400,
+            "message": message,
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": prompt_tokens,
+            "n_ctx": n_ctx,
+        }
+    }
+    return Turn("error", status=400, body=body)
+
+
+def stream_error(content: str = "Let me", code: int = 500, message: str = "") -> Turn:
+    """llama-server failing mid-reply: some text, then an error event in the SSE stream."""
+    message = (
+        message or "The model produced output that does not match the expected peg-native format"
+    )
+    return Turn(
+        "stream_error",
+        content=content,
+        body={"error": {"code": code, "message": message, "type": "server_error"}},
+    )
 
 
 def delayed(seconds: float, turn: Turn) -> Turn:
@@ -89,6 +122,7 @@ class ScriptedLLM:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.unexpected: list[int] = []
+        self.models: list[str] = ["scripted-model"]
         self._lock = threading.Lock()
         self._stack = contextlib.ExitStack()
         self.port = 0
@@ -109,7 +143,12 @@ class ScriptedLLM:
         return self.requests[index]["messages"]
 
     def __enter__(self) -> ScriptedLLM:
-        app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._handle, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
         # Keep-alive well past the longest retry backoff: a pooled connection the server
         # closes just as the client reuses it would fail the request (ReadError).
         self.port = self._stack.enter_context(serve(app, timeout_keep_alive=30))
@@ -117,6 +156,11 @@ class ScriptedLLM:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    async def _models(self, request: Request) -> Response:
+        """`GET /v1/models`, as local servers answer it (the ids in `self.models`)."""
+        data = [{"id": m, "object": "model", "owned_by": "scripted"} for m in self.models]
+        return JSONResponse({"object": "list", "data": data})
 
     async def _handle(self, request: Request) -> Response:
         raw = await request.body()
@@ -142,7 +186,9 @@ class ScriptedLLM:
 
 def _respond(turn: Turn, body: dict[str, Any]) -> Response:
     if turn.kind == "error":
-        payload = {"error": {"message": turn.message, "type": "scripted", "code": turn.code}}
+        payload = turn.body or {
+            "error": {"message": turn.message, "type": "scripted", "code": turn.code}
+        }
         return JSONResponse(payload, turn.status, headers=turn.headers)
     if turn.kind == "garbage":
         if body.get("stream"):
@@ -174,7 +220,9 @@ def _completion(turn: Turn, completion_id: str, model: str) -> dict[str, Any]:
     }
 
 
-def _usage(turn: Turn) -> dict[str, int]:
+def _usage(turn: Turn) -> dict[str, int] | None:
+    if turn.usage is None:
+        return None
     prompt, completion = turn.usage
     return {
         "prompt_tokens": prompt,
@@ -199,6 +247,11 @@ async def _stream_events(
 
     yield chunk({"role": "assistant", "content": ""})
     pieces = [turn.content[i : i + turn.chunk] for i in range(0, len(turn.content), turn.chunk)]
+    if turn.kind == "stream_error":
+        for piece in pieces:
+            yield chunk({"content": piece})
+        yield f"data: {json.dumps(turn.body)}\n\n"
+        return
     if turn.kind == "drop":
         for piece in pieces[: max(1, len(pieces) // 2)]:
             yield chunk({"content": piece})
@@ -215,7 +268,7 @@ async def _stream_events(
             fragment = {"index": index, "function": {"arguments": arguments[i : i + 7]}}
             yield chunk({"tool_calls": [fragment]})
     yield chunk({}, turn.finish_reason)
-    if include_usage:
+    if include_usage and turn.usage is not None:
         data = {
             "id": completion_id,
             "object": "chat.completion.chunk",

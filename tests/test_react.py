@@ -125,10 +125,12 @@ async def test_model_error_ends_run_with_error_status() -> None:
     assert done.status == "error" and "API key" in (done.error or "")
 
 
-async def test_context_overflow_trims_and_retries_once() -> None:
-    agent, model = make([ContextOverflowError("too long"), answer("fits now")])
+async def test_context_overflow_resends_a_smaller_request() -> None:
+    agent, model = make([answer("first"), ContextOverflowError("too long"), answer("fits now")])
+    await drain(agent, "an earlier question")
     done = finished(await drain(agent, "x"))
-    assert done.answer == "fits now" and len(model.requests) == 2
+    assert done.answer == "fits now" and len(model.requests) == 3
+    assert len(model.requests[2]) < len(model.requests[1])  # never the same request again
 
 
 async def test_empty_reply_asks_the_model_to_continue() -> None:

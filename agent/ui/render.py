@@ -143,6 +143,7 @@ class EventRenderer:
         self.stream_answer = stream_answer
         self.animate = console.is_terminal and not console.is_dumb_terminal
         self._buffer = ""
+        self._shown = ""  # the model's text last printed: a `terminate` answer differs from it
         self._live: Live | None = None
         self._activity = _Activity()
         self._activity_live: Live | None = None
@@ -216,6 +217,7 @@ class EventRenderer:
             self._live = None
         if self._buffer.strip():
             self.console.print(Markdown(self._buffer))
+            self._shown = self._buffer
         self._buffer = ""
 
     def _on_assistant_message(self, event: AssistantMessage) -> None:
@@ -238,6 +240,7 @@ class EventRenderer:
     # -- steps and tools --------------------------------------------------------------
 
     def _on_step_started(self, event: StepStarted) -> None:
+        self._shown = ""
         if self.verbosity >= VERBOSE:
             self._print(Text(f"step {event.step}/{event.max_steps}", style="dim"))
         self._activity.thinking_since = time.monotonic()
@@ -310,6 +313,9 @@ class EventRenderer:
 
     def _on_run_finished(self, event: RunFinished) -> None:
         self.close()
+        answer = event.answer or ""
+        if self.stream_answer and answer.strip() and answer.strip() != self._shown.strip():
+            self.console.print(Markdown(answer))  # an answer given through `terminate`
         if event.status == "error" and event.error:
             self.console.print(Text(f"error: {self.redact(event.error)}", style="bold red"))
         elif event.status == "max_steps":

@@ -477,7 +477,8 @@ class Repl:
             ("session", self.agent.session_usage),
         ):
             total = usage.prompt_tokens + usage.completion_tokens
-            table.add_row(label, str(usage.prompt_tokens), str(usage.completion_tokens), str(total))
+            counts = (usage.prompt_tokens, usage.completion_tokens, total)
+            table.add_row(label, *(usage.shown(n) for n in counts))
         self.console.print(table)
 
     async def _approve(self, arg: str) -> None:
@@ -525,9 +526,11 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         open_transcript,
         sampling_reporter,
         verbosity,
+        with_local_server,
     )
 
     console = SafeConsole()
+    settings = with_local_server(settings, SafeConsole(stderr=True))
     model = make_model(settings)
     loaded = open_transcript(settings, resume, console)
     try:
