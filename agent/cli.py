@@ -16,6 +16,7 @@ import typer
 
 from agent.config import ServerConfig, Settings, build_settings
 from agent.errors import AgentError, ConfigError
+from agent.private import make_non_dumpable
 from agent.redact import PATTERNS_ONLY, Redactor
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
@@ -239,6 +240,7 @@ _redactor: list[Redactor] = [PATTERNS_ONLY]
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: map every outcome to an exit code and one line on stderr."""
+    make_non_dumpable()  # before any server starts: none may read our environment
     debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
     try:
         # standalone_mode=False: click returns the code of a raised Exit instead of exiting.
