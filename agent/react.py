@@ -83,7 +83,12 @@ class ToolBox(Protocol):
         """Finish re-listings that servers announced, before the tool list is read."""
 
     async def call(
-        self, public_name: str, arguments: dict[str, Any], *, progress: Any = None
+        self,
+        public_name: str,
+        arguments: dict[str, Any],
+        *,
+        progress: Any = None,
+        spec: ToolSpec | None = None,
     ) -> Observation: ...
 
 
@@ -435,7 +440,9 @@ class Agent:
             elif call.spec is None:
                 observation = Observation(text="Finishing.")
             else:
-                observation = await self.tools.call(call.name, call.arguments, progress=progress)
+                observation = await self.tools.call(  # exactly the approved (server, tool)
+                    call.name, call.arguments, progress=progress, spec=call.spec
+                )
             observation = self._note_repeats(call, observation)
             results[call.id] = observation
             await send.send(

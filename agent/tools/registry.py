@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,27 +78,34 @@ def assign_names(
 ) -> dict[str, tuple[str, str]]:
     """Map public names to (server, tool), valid and unique, deterministic for the input.
 
-    A clean, short, unclaimed name is used as is; otherwise the name is sanitized, cut and
-    given a suffix derived from the exact (server, tool) pair.
+    A clean, short name that no other pair would also produce, and that is not reserved,
+    is used as is; every other name is sanitized, cut and given a suffix derived from the
+    exact (server, tool) pair. So servers `evil` (tool `files__delete`) and `evil__files`
+    (tool `delete`) both get suffixed names: neither takes the other's, whatever the config
+    order. The result depends on the set of pairs only (it keeps the input's order).
     """
+    pairs = list(pairs)
+    raw_counts = Counter(f"{server}__{tool}" for server, tool in set(pairs))
     taken = set(reserved)
-    names: dict[str, tuple[str, str]] = {}
-    for server, tool in pairs:
+    chosen: dict[tuple[str, str], str] = {}
+    for server, tool in sorted(set(pairs)):
         raw = f"{server}__{tool}"
-        clean = _INVALID.sub("_", raw)
-        if clean == raw and len(clean) <= NAME_LIMIT and clean not in taken:
-            name = clean
-        else:
-            suffix = _digest(server, tool)
-            name = f"{clean[: NAME_LIMIT - len(suffix) - 1]}_{suffix}"
-            counter = 1
-            while name in taken:
-                extra = f"{suffix}{counter}"
-                name = f"{clean[: NAME_LIMIT - len(extra) - 1]}_{extra}"
-                counter += 1
+        unique = raw_counts[raw] == 1 and raw not in taken
+        if unique and not _INVALID.search(raw) and len(raw) <= NAME_LIMIT:
+            chosen[(server, tool)] = raw
+            taken.add(raw)
+    for server, tool in sorted(set(pairs) - set(chosen)):
+        clean = _INVALID.sub("_", f"{server}__{tool}")
+        suffix = _digest(server, tool)
+        name = f"{clean[: NAME_LIMIT - len(suffix) - 1]}_{suffix}"
+        counter = 1
+        while name in taken:
+            extra = f"{suffix}{counter}"
+            name = f"{clean[: NAME_LIMIT - len(extra) - 1]}_{extra}"
+            counter += 1
         taken.add(name)
-        names[name] = (server, tool)
-    return names
+        chosen[(server, tool)] = name
+    return {chosen[pair]: pair for pair in pairs}
 
 
 def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
@@ -385,15 +393,19 @@ class ToolRegistry:
         arguments: dict[str, Any],
         *,
         progress: ProgressFn | None = None,
+        spec: ToolSpec | None = None,
     ) -> Observation:
         """Call a tool by public name. Every failure becomes an error observation.
+
+        `spec` is the (server, tool) the name stood for when the call was approved: that
+        exact tool runs, even if a list change has since given the name to another one.
 
         Deadlines: a reconnect gets the server's connect timeout per attempt; the call itself
         gets tool_timeout (sent to the server as the request deadline) plus CALL_GRACE, so a
         hung server never holds a call longer than that.
         """
-        spec = self.tools.get(public_name)
-        if spec is None:
+        spec = spec or self.tools.get(public_name)
+        if spec is None or spec.server not in self.servers:
             return error_observation(None, f"unknown tool '{public_name}'")
         server = self.servers[spec.server]
         timeout = server.config.tool_timeout or self.settings.agent.tool_timeout
