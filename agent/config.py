@@ -76,6 +76,7 @@ class AgentSettings(_Frozen):
     tool_search_tokens: int | None = Field(default=None, gt=0)
     tool_search_tools: int = Field(default=64, gt=0)
     pinned_tools: tuple[str, ...] = ()  # public names or globs (`local__*`), always offered
+    max_tools_per_server: int = Field(default=1000, gt=0)  # more are cut, with a warning
 
 
 class UISettings(_Frozen):

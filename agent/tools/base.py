@@ -36,6 +36,7 @@ BACKOFF_MAX = 4.0
 # A down server is tried again by a call made this long after it went down: a server being
 # redeployed, or a crash loop someone fixed, comes back without restarting the session.
 DOWN_RETRY_AFTER = 30.0
+DEFAULT_MAX_TOOLS = 1000  # per server ([agent] max_tools_per_server)
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,9 @@ class ToolServer(ABC):
         self.status = ServerStatus(name=config.name, transport=config.type)
         self.instructions: str | None = None
         self.on_reconnected: Callable[[], None] | None = None
+        # The most tools taken from this server; what it announced when it had more.
+        self.max_tools = DEFAULT_MAX_TOOLS
+        self.listing_cut: str | None = None
         self._gen = _Generation(0)
         self._gen.done.set()
         self._tg: TaskGroup | None = None

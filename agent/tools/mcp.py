@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import logging
 import os
 import re
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +26,7 @@ import httpx2
 import mcp.client.stdio as mcp_stdio
 import mcp.types as types
 from anyio.abc import TaskGroup
+from anyio.streams.text import TextReceiveStream
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -74,6 +76,79 @@ def _leader_gone(pid: int) -> bool:
 
 
 mcp_stdio._stop_server_process = _stop_server_and_its_group
+BIG_LINE = 1_000_000  # characters; a stdio message this long may be an oversized tool list
+_sdk_parse_line = mcp_stdio._parse_line
+
+
+@dataclass
+class _ToolCap:
+    """The most tools one tools/list page may bring in, and how many a cut page held."""
+
+    limit: int
+    announced: int = 0
+
+
+_tool_cap: contextvars.ContextVar[_ToolCap | None] = contextvars.ContextVar(
+    "mcp_agent_tool_cap", default=None
+)
+
+
+def _parse_capped_line(line: str) -> Any:
+    """A tools/list page past the cap is cut before the SDK validates it.
+
+    The SDK turns every tool of a page into pydantic models (and validates it twice): for a
+    server announcing 50,000 tools that is most of 15 s and 400 MB. Cutting the raw JSON
+    (json.loads is C, fast) keeps the cost bounded by the cap, not by the server.
+    """
+    cap = _tool_cap.get()
+    if cap is not None and len(line) > BIG_LINE and '"tools"' in line:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return _sdk_parse_line(line)  # the SDK reports it
+        result = message.get("result") if isinstance(message, dict) else None
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if isinstance(tools, list) and len(tools) > cap.limit:
+            cap.announced = len(tools)
+            result["tools"] = tools[: cap.limit]
+            result.pop("nextCursor", None)
+            line = json.dumps(message)
+    return _sdk_parse_line(line)
+
+
+mcp_stdio._parse_line = _parse_capped_line
+
+
+@dataclass(eq=False)
+class _WholeLines(TextReceiveStream):
+    """A stdio server's output in pieces that end at a line break.
+
+    The SDK's reader joins its leftover with every 64 KiB chunk and splits the lot again:
+    quadratic in the length of a line, seconds for a 10 MB tool list. Given whole lines,
+    its leftover is always empty and reading is linear.
+    """
+
+    _pending: list[str] = field(init=False, default_factory=list)
+
+    async def receive(self) -> str:
+        while True:
+            try:
+                chunk = await super().receive()
+            except anyio.EndOfStream:
+                if not self._pending:
+                    raise
+                rest, self._pending = "".join(self._pending), []
+                return rest
+            cut = chunk.rfind("\n") + 1
+            if not cut:
+                self._pending.append(chunk)
+                continue
+            whole = "".join([*self._pending, chunk[:cut]])
+            self._pending = [chunk[cut:]] if cut < len(chunk) else []
+            return whole
+
+
+mcp_stdio.TextReceiveStream = _WholeLines  # type: ignore[misc]
 MessageHandler = Callable[[Any], Awaitable[None]]
 MAX_TOOL_PAGES = 100
 STDERR_TAIL_LINES = 5
@@ -141,6 +216,7 @@ class MCPServerConnection(ToolServer):
         self._log_bytes = 0
         self._http_error: str | None = None  # the last failed HTTP exchange (http transport)
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
+        self._cap = _ToolCap(self.max_tools)
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -149,6 +225,8 @@ class MCPServerConnection(ToolServer):
         self._log_start = self._log_bytes
         _route_sdk_logs()
         _connection_log.set(self._write_log)  # inherited by the transport's tasks
+        if self.config.include_tools is None:  # else the wanted ones may lie past the cap
+            _tool_cap.set(self._cap)
         transport = _watch_end(await self._transport(stack), self.loss_reporter())
         client = Client(
             transport,
@@ -369,13 +447,27 @@ class MCPServerConnection(ToolServer):
         return await self._request("tools/list", self._list_tools)
 
     async def _list_tools(self, client: Client) -> list[ToolSpec]:
+        """All pages, until `max_tools` wanted tools (include/exclude_tools): listing stops
+        at the cap. Unwanted tools are returned too (a misspelt filter is reported)."""
         tools: list[ToolSpec] = []
         cursor: str | None = None
+        wanted = 0
+        self._cap.limit, self._cap.announced, self.listing_cut = self.max_tools, 0, None
         for _ in range(MAX_TOOL_PAGES):
             page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools.extend(ToolSpec.from_mcp(self.name, tool) for tool in page.tools)
+            for tool in page.tools:
+                if self.config.wants_tool(tool.name):
+                    if wanted == self.max_tools:
+                        self.listing_cut = f"announced more than {self.max_tools} tools"
+                        break
+                    wanted += 1
+                tools.append(ToolSpec.from_mcp(self.name, tool))
             cursor = page.next_cursor
-            if not cursor:
+            if self._cap.announced:
+                self.listing_cut = f"announced {self._cap.announced} tools in one page"
+            elif cursor and wanted == self.max_tools:
+                self.listing_cut = f"announced more than {self.max_tools} tools"
+            if self.listing_cut or not cursor:
                 break
         return tools
 

@@ -204,6 +204,7 @@ class ToolRegistry:
             for cfg in settings.servers
         }
         for name, server in self.servers.items():  # a restarted server may list other tools
+            server.max_tools = settings.agent.max_tools_per_server
             server.on_reconnected = functools.partial(self._schedule_refresh, name)
             if isinstance(server, MCPServerConnection):
                 server.on_log = functools.partial(self._server_log, name)
@@ -277,8 +278,13 @@ class ToolRegistry:
             await server.close(grace=1)
             server.status.state, server.status.error = "failed", cause
             raise ToolServerError(server.name, "list_tools", cause) from None
-        self._specs[server.name] = [s for s in specs if server.config.wants_tool(s.name)]
-        server.status.tool_count = len(self._specs[server.name])
+        self._keep(server, specs)
+        if server.listing_cut:
+            self.warnings.append(
+                f"server '{server.name}' {server.listing_cut}: only the first "
+                f"{server.max_tools} are used (raise [agent] max_tools_per_server, or pick "
+                "them with include_tools)"
+            )
         named = set(server.config.include_tools or ()) | set(server.config.exclude_tools)
         if unknown := sorted(named - {s.name for s in specs}):
             listed = ", ".join(sorted(s.name for s in specs)[:20]) or "none"
@@ -355,10 +361,17 @@ class ToolRegistry:
     async def refresh(self, server_name: str) -> None:
         """Re-list one server's tools (after a list_changed notification)."""
         server = self.servers[server_name]
-        specs = await server.list_tools()
-        self._specs[server_name] = [s for s in specs if server.config.wants_tool(s.name)]
-        server.status.tool_count = len(self._specs[server_name])
+        self._keep(server, await server.list_tools())
         self._rebuild()
+
+    def _keep(self, server: ToolServer, specs: list[ToolSpec]) -> None:
+        """The server's wanted tools, at most max_tools (MCP servers stop listing there)."""
+        wanted = [s for s in specs if server.config.wants_tool(s.name)]
+        if len(wanted) > server.max_tools:
+            server.listing_cut = f"has {len(wanted)} tools"
+            wanted = wanted[: server.max_tools]
+        self._specs[server.name] = wanted
+        server.status.tool_count = len(wanted)
 
     def _rebuild(self) -> None:
         pairs = [

@@ -1,0 +1,96 @@
+"""Scale: a server announcing far more tools than anyone needs is cut to a configurable
+maximum with a warning naming it, and listing stops there (time in bench/run.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from agent.tools.mcp import _WholeLines
+from agent.tools.registry import ToolRegistry
+from tests.servers import settings_for, stdio
+
+pytestmark = pytest.mark.anyio
+MANY_SERVER = str(Path(__file__).parent / "many_tools_server.py")
+
+
+def many(count: int, page: int | None = None, **kw: object) -> object:
+    args = [MANY_SERVER, str(count), *([str(page)] if page else [])]
+    return stdio("many", (sys.executable, args), **kw)
+
+
+async def test_a_50000_tool_server_is_cut_to_the_maximum_with_a_warning(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, many(50_000), max_tools_per_server=300)  # type: ignore[arg-type]
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+            # the cut list still works: a tool from it is called through the server
+            result = await registry.call("many__list_issue", {"id": "7"})
+    assert len(registry.tools) == 300
+    assert registry.servers["many"].status.tool_count == 300
+    # the first 300 the server lists (verb x noun, no numbered variants), not its last one
+    assert not any(name[-1].isdigit() for name in registry.tools)
+    assert "many__translate_klingon" not in registry.tools
+    [warning] = registry.warnings
+    assert "server 'many' announced 50000 tools" in warning
+    assert "only the first 300" in warning and "max_tools_per_server" in warning
+    assert 'called list_issue with {"id": "7"}' in result.text
+
+
+async def test_listing_stops_paginating_at_the_maximum(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, many(5_000, page=100), max_tools_per_server=250)  # type: ignore[arg-type]
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+    assert len(registry.tools) == 250
+    [warning] = registry.warnings
+    assert "announced more than 250 tools" in warning
+    log = (tmp_path / "state" / "logs" / "many.log").read_text()
+    assert "tools/list page 3" in log and "tools/list page 4" not in log
+
+
+async def test_include_tools_reach_past_the_maximum(tmp_path: Path) -> None:
+    wanted = ("translate_klingon", "get_issue")
+    server = many(3_000, include_tools=wanted)
+    settings = settings_for(tmp_path, server, max_tools_per_server=100)  # type: ignore[arg-type]
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+    assert sorted(registry.tools) == ["many__get_issue", "many__translate_klingon"]
+    assert registry.warnings == []
+
+
+async def test_under_the_maximum_nothing_is_cut(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, many(1_000, page=300))  # type: ignore[arg-type]
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings) as registry:
+            assert await registry.connect_all() == []
+    assert len(registry.tools) == 1_000 and registry.warnings == []
+
+
+async def test_stdout_is_handed_over_in_whole_lines() -> None:
+    send, receive = anyio.create_memory_object_stream[bytes](10)
+    chunks = [b'{"a":', b" 1}\n{", b'"b": 2}\n{"c": 3}\n{"d"', b": 4}\n", b"tail"]
+    async with send:
+        for chunk in chunks:
+            await send.send(chunk)
+    stream = _WholeLines(_ByteStream(receive))
+    pieces = [piece async for piece in stream]
+    assert pieces == ['{"a": 1}\n', '{"b": 2}\n{"c": 3}\n', '{"d": 4}\n', "tail"]
+
+
+class _ByteStream:
+    """A memory stream of bytes as the byte receive stream TextReceiveStream expects."""
+
+    def __init__(self, inner: MemoryObjectReceiveStream[bytes]) -> None:
+        self.inner = inner
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        return await self.inner.receive()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
