@@ -21,7 +21,7 @@ from agent.react import AgentTool
 from agent.tools.base import ServerStopped, describe_exception
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ListKind, ToolRegistry
-from agent.tools.results import Observation, error_observation, untrusted_marker
+from agent.tools.results import Observation, envelope, error_observation
 
 READ_RESOURCE = "read_resource"
 LIST_TIMEOUT = 10.0  # seconds one server gets to list its resources or prompts
@@ -30,8 +30,8 @@ MAX_RESOURCE_CHARS = 100_000
 
 
 def untrusted(server: str, text: str) -> str:
-    """Server-published text for the model, under the same marker as tool output."""
-    return f"{untrusted_marker(server)}\n{text}"
+    """Server-published text for the model, in the same envelope as tool output."""
+    return envelope(server, text)
 
 
 @dataclass

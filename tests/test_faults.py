@@ -36,7 +36,7 @@ from agent.errors import ConfigError
 from agent.memory import Memory
 from agent.tools.base import MAX_RESTARTS, ToolSpec
 from agent.tools.registry import ToolRegistry, openai_tool
-from agent.tools.results import to_observation, untrusted_marker
+from agent.tools.results import strip_marker, to_observation
 from tests.servers import (
     HOST,
     REPO_ROOT,
@@ -427,7 +427,9 @@ async def test_children_a_server_leaves_behind_are_stopped_with_it(tmp_path: Pat
     with anyio.fail_after(30):
         async with ToolRegistry(settings) as registry:
             assert await registry.connect_all() == []
-            child = int((await registry.call("f__spawn_child", {})).text.splitlines()[-1])
+            child = int(
+                strip_marker((await registry.call("f__spawn_child", {})).text).splitlines()[-1]
+            )
             os.kill(child, 0)  # alive while the server is
         deadline = time.monotonic() + 5
         while running(child):
@@ -460,7 +462,7 @@ async def test_five_megabyte_result_is_cut_to_max_observe_stating_the_size(
     size = 5_000_003
     assert obs.truncated_chars == size - 4000
     assert f"{size - 4000} characters cut (output was {size} characters)" in obs.text
-    assert obs.text.rstrip().endswith("END")
+    assert strip_marker(obs.text).rstrip().endswith("END")
     assert len(obs.text) < 4000 + 400  # the budget plus marker and note
 
 
@@ -471,7 +473,8 @@ async def test_markup_and_ansi_escapes_stay_literal_in_the_observation(tmp_path:
             assert await registry.connect_all() == []
             obs = await registry.call("f__markup", {})
     assert "[bold red]x[/] \x1b[31mred\x1b[0m [link=http://evil]click[/link]" in obs.text
-    assert obs.text.startswith(untrusted_marker("f"))
+    assert obs.text.startswith('<untrusted-data server="f" id=')
+    assert strip_marker(obs.text) != obs.text  # a whole envelope, begin and end
 
 
 async def test_colliding_tool_names_get_distinct_public_names_and_never_shadow_terminate(
@@ -610,7 +613,9 @@ def test_result_converter_fuzz_never_crashes(
         structured = {"value": structured}
     result = types.CallToolResult(content=content, structured_content=structured, is_error=is_error)
     obs = to_observation(result, "srv", limit)
-    assert obs.text.startswith(untrusted_marker("srv"))
+    prefix = "The tool reported an error:\n" if is_error else ""
+    assert obs.text.startswith(prefix + '<untrusted-data server="srv" id=')
+    assert strip_marker(obs.text) != obs.text
     assert obs.is_error == is_error
     assert obs.truncated_chars >= 0
 

@@ -34,6 +34,7 @@ from agent.server_requests import (
     ServerRequests,
 )
 from agent.tools.registry import ToolRegistry
+from agent.tools.results import strip_marker
 from agent.ui.input import prompt_session
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl
@@ -227,7 +228,7 @@ async def test_elicitation_form_is_asked_field_by_field(
     complaints = ("required", "answer yes or no", "enter a whole number", "choose from")
     for complaint in (*complaints, "enter a valid email", "at most 100"):
         assert complaint in screen
-    result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
+    result = strip_marker([m for m in model.requests[1] if m["role"] == "tool"][0]["content"])
     raw = json.loads(result[result.index("{", result.index("Raw result")) :])
     assert raw["action"] == "accept"
     assert raw["content"] == {
@@ -294,7 +295,7 @@ async def test_resources_are_listed_and_attached_with_at_references(
     assert "attach one to a request with @server:uri" in screen
     request = model.requests[0][-1]["content"]
     assert request.startswith(f"summarise @main:{STATIC_DOC} please\n\n")
-    assert "untrusted data" in request and "# " in request  # the document's markdown, marked
+    assert '<untrusted-data server="main"' in request and "# " in request  # enveloped markdown
     assert f"main:{STATIC_DOC}" in repl.resource_refs()
 
 
@@ -323,7 +324,7 @@ async def test_the_model_reads_resources_through_the_agents_tool(
     first, second = [
         [m for m in request if m["role"] == "tool"][-1]["content"] for request in model.requests[1:]
     ]
-    assert "untrusted data" in first and "#" in first
+    assert '<untrusted-data server="main"' in first and "#" in first
     assert "no MCP server named 'nope'" in second
 
 
