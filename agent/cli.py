@@ -17,7 +17,7 @@ import typer
 from agent.config import ServerConfig, Settings, build_settings
 from agent.errors import AgentError, ConfigError
 from agent.private import make_non_dumpable
-from agent.redact import PATTERNS_ONLY, Redactor
+from agent.redact import PATTERNS_ONLY
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
@@ -200,7 +200,6 @@ def run(
         raise ConfigError(f"--output {output!r}: use text or json")
     opts = dict(locals())
     settings = resolve_settings(opts, dict(os.environ))
-    _redactor[0] = Redactor.from_settings(settings, os.environ)
     request = _single_shot_request(prompt, interactive)
     from agent.session import run_repl, run_single  # heavy imports only once settings are valid
 
@@ -212,6 +211,9 @@ def run(
     except KeyboardInterrupt:  # typer would turn it into a silent exit 130
         print("interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
+    except AgentError as exc:  # its message reaches the terminal: mask these settings' secrets
+        exc.message = settings.redactor(os.environ)(exc.message)
+        raise
     raise typer.Exit(code)
 
 
@@ -233,11 +235,6 @@ def _single_shot_request(prompt: str | None, interactive: bool) -> str | None:
     return None
 
 
-# The secrets of the settings being run (known once they are parsed): error messages that
-# reach the terminal pass through it.
-_redactor: list[Redactor] = [PATTERNS_ONLY]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: map every outcome to an exit code and one line on stderr."""
     make_non_dumpable()  # before any server starts: none may read our environment
@@ -251,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as exc:
         if debug:
             raise
-        print(f"error: {_redactor[0](exc.message)}", file=sys.stderr)
+        print(f"error: {PATTERNS_ONLY(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import ConfigError
-from agent.redact import PATTERNS_ONLY, is_secret_name
+from agent.redact import PATTERNS_ONLY, Redactor, header_secrets, is_secret_name
 
 Transport = Literal["stdio", "sse", "http", "openapi"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -131,6 +131,20 @@ class Settings(_Frozen):
     servers: tuple[ServerConfig, ...] = ()
     state_dir: Path = Path(".")
     workspace: Path = Path(".")
+
+    def redactor(self, environ: Mapping[str, str] | None = None) -> Redactor:
+        """Every secret these settings (and the secret-named variables of `environ`) hold."""
+        return Redactor.of(secret_values(self, environ or {}))
+
+
+def secret_values(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    values: list[str | None] = [settings.llm.api_key]
+    for server in settings.servers:
+        values += header_secrets(server.headers)
+        values.append(server.key)
+        values += [v for k, v in server.env.items() if is_secret_name(k)]
+    values += [v for k, v in environ.items() if is_secret_name(k) and k.isupper()]
+    return [v for v in values if v]
 
 
 # --------------------------------------------------------------------------- expansion

@@ -18,10 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agent.config import Settings
+from typing import Any
 
 MASK = "[REDACTED]"
 MIN_SECRET_LEN = 6  # shorter values ("1", "true") would mangle ordinary text
@@ -111,13 +108,6 @@ class Redactor:
         kept = {v.strip() for v in values if v and len(v.strip()) >= MIN_SECRET_LEN}
         return cls(tuple(sorted(kept, key=len, reverse=True)))
 
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, environ: Mapping[str, str] | None = None
-    ) -> Redactor:
-        """Every secret the settings (and the secret-named variables of `environ`) hold."""
-        return cls.of(secret_values(settings, environ or {}))
-
     def __call__(self, text: str) -> str:
         if len(text) < MIN_SECRET_LEN:
             return text
@@ -149,16 +139,6 @@ def header_secrets(headers: Mapping[str, str]) -> list[str]:
         if token and scheme.isalpha():
             out.append(token)
     return out
-
-
-def secret_values(settings: Settings, environ: Mapping[str, str]) -> list[str]:
-    values: list[str | None] = [settings.llm.api_key]
-    for server in settings.servers:
-        values += header_secrets(server.headers)
-        values.append(server.key)
-        values += [v for k, v in server.env.items() if is_secret_name(k)]
-    values += [v for k, v in environ.items() if is_secret_name(k) and k.isupper()]
-    return [v for v in values if v]
 
 
 PATTERNS_ONLY = Redactor()

@@ -37,7 +37,6 @@ from agent.llm import DEFAULT_MAX_TOKENS, OpenAIModel, warm_model_imports
 from agent.local import describe_ports, find_local_server
 from agent.memory import Memory
 from agent.react import AGENT_TOOL_NAMES, Agent
-from agent.redact import Redactor
 from agent.server_requests import ServerRequests
 from agent.signals import ended_by_signals
 from agent.text import valid_unicode
@@ -145,7 +144,7 @@ def _connecting(console: Console, settings: Settings) -> contextlib.AbstractCont
 
 def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> Loaded:
     """A new session file, or the resumed one with its messages; secrets never reach it."""
-    redactor = Redactor.from_settings(settings, os.environ)
+    redactor = settings.redactor(os.environ)
     if resume is None:
         meta = {"model": settings.llm.model, "servers": [s.name for s in settings.servers]}
         return Loaded(Transcript.create(settings.state_dir, meta, redactor), [], [])
@@ -210,7 +209,7 @@ def sampling_reporter(
 async def open_catalog(registry: ToolRegistry, stderr: Console) -> Catalog:
     catalog = Catalog(registry)
     await catalog.refresh()
-    redact = Redactor.from_settings(registry.settings, os.environ)
+    redact = registry.settings.redactor(os.environ)
     for server, error in catalog.errors.items():
         stderr.print(
             f"warning: server '{server}': listing resources/prompts failed: {redact(error)}",
@@ -297,7 +296,7 @@ def print_answer(answer: str) -> None:
 async def _single(settings: Settings, request: str, output: str, resume: str | None) -> int:
     stderr = SafeConsole(stderr=True)
     settings = with_local_server(settings, stderr)
-    redact = Redactor.from_settings(settings, os.environ)
+    redact = settings.redactor(os.environ)
     model = make_model(settings)
     session = open_transcript(settings, resume, stderr)
     record = RunRecord()
@@ -344,7 +343,50 @@ def run_single(settings: Settings, request: str, *, output: str, resume: str | N
     return anyio.run(ended_by_signals, _single, settings, request, output, resume)
 
 
-def run_repl(settings: Settings, *, resume: str | None) -> int:
-    from agent.ui.repl import repl_main
+async def _repl(settings: Settings, resume: str | None) -> int:
+    """Build the pieces and hand them to the REPL (the front end never builds them itself)."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory  # only the REPL needs them
 
-    return repl_main(settings, resume=resume)
+    from agent.ui.input import ReplCompleter, history_file, prompt_session
+    from agent.ui.repl import Repl
+
+    console = SafeConsole()
+    settings = with_local_server(settings, SafeConsole(stderr=True))
+    model = make_model(settings)
+    loaded = open_transcript(settings, resume, console)
+    try:
+        history: FileHistory | InMemoryHistory = FileHistory(str(history_file(settings)))
+    except OSError:
+        history = InMemoryHistory()
+    session = prompt_session(history, piped=not sys.stdin.isatty())
+    try:
+        requests = ServerRequests(
+            model, settings.workspace, auto_approve=settings.ui.approval == "yes"
+        )
+        async with connected(settings, SafeConsole(stderr=True), requests) as registry:
+            renderer = EventRenderer(
+                console,
+                verbosity=verbosity(settings),
+                stream_answer=True,
+                redact=registry.redact,
+            )
+            catalog = await open_catalog(registry, SafeConsole(stderr=True))
+            agent = build_agent(settings, registry, model, None, loaded, catalog)
+            requests.on_sampled = sampling_reporter(agent, console, settings)
+            repl = Repl(
+                console, session, agent, registry, settings, renderer, loaded.transcript, catalog
+            )
+            agent.approval.ask = repl.ask
+            if settings.ui.verbose:
+                registry.log_listener = repl.server_log
+            requests.ui = repl
+            repl.on_cancel = requests.cancel_in_flight
+            session.completer = ReplCompleter(repl)
+            return await repl.loop()
+    finally:
+        await model.aclose()
+        loaded.transcript.close()
+
+
+def run_repl(settings: Settings, *, resume: str | None) -> int:
+    return anyio.run(ended_by_signals, _repl, settings, resume)

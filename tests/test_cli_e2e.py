@@ -182,6 +182,16 @@ def test_rejected_key_exits_1_at_once(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_a_fatal_error_masks_the_settings_secrets(tmp_path: Path) -> None:
+    """The one-line error is masked with the secrets of the settings being run (a key no
+    pattern would recognise), not only by the patterns."""
+    key = "plaincredential0123456789"
+    with ScriptedLLM(error(400, f"unknown account for {key}")) as llm:
+        proc = run_cli(["-p", "hi"], tmp_path, base_url=llm.base_url, api_key=key)
+    assert proc.returncode == 1
+    assert "unknown account for [REDACTED]" in proc.stderr and key not in proc.stderr
+
+
 def test_piped_stdin_is_one_request(tmp_path: Path) -> None:
     with ScriptedLLM(text("piped answer")) as llm:
         proc = run_cli(

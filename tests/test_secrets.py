@@ -76,7 +76,7 @@ def test_redactor_collects_every_secret_in_settings() -> None:
         ServerConfig(name="o", type="openapi", url="http://x", key="mcpo-key-789"),
     )
     settings = Settings(llm=Settings().llm.model_copy(update={"api_key": API_KEY}), servers=servers)
-    redact = Redactor.from_settings(settings, {"DB_PASSWORD": "pw-very-secret", "PWD": "/home/me"})
+    redact = settings.redactor({"DB_PASSWORD": "pw-very-secret", "PWD": "/home/me"})
     values = set(redact.values)
     assert {API_KEY, f"Bearer {TOKEN}", TOKEN, "ghp_abcdef123", "mcpo-key-789"} <= values
     assert "pw-very-secret" in values and "/home/me" not in values and "debug" not in values
@@ -89,7 +89,7 @@ def test_redactor_collects_every_secret_in_settings() -> None:
 )
 def test_secret_named_env_values_are_masked(name: str) -> None:
     server = ServerConfig(name="s", type="stdio", command="x", env={name: "value-0123"})
-    redact = Redactor.from_settings(Settings(servers=(server,)), {name.upper(): "other-0123"})
+    redact = Settings(servers=(server,)).redactor({name.upper(): "other-0123"})
     assert redact(f"{name}=value-0123 other-0123") == f"{name}={MASK} {MASK}"
 
 
@@ -100,13 +100,13 @@ def test_secret_named_env_values_are_masked(name: str) -> None:
 )
 def test_harmless_env_names_are_not_masked(name: str) -> None:
     server = ServerConfig(name="s", type="stdio", command="x", env={name: "plain-value"})
-    redact = Redactor.from_settings(Settings(servers=(server,)), {name: "/usr/local/bin"})
+    redact = Settings(servers=(server,)).redactor({name: "/usr/local/bin"})
     assert redact.values == ()
 
 
 def test_short_secret_values_are_not_masked() -> None:
     server = ServerConfig(name="s", type="stdio", command="x", env={"DB_PASS": "abc12"})
-    redact = Redactor.from_settings(Settings(servers=(server,)), {"SERVICE_KEY": "1"})
+    redact = Settings(servers=(server,)).redactor({"SERVICE_KEY": "1"})
     assert redact.values == () and redact("abc12 1") == "abc12 1"
 
 

@@ -190,7 +190,7 @@ class ToolRegistry:
         self._reserved = frozenset(reserved_names)
         self.log_dir = settings.state_dir / "logs"
         # Every secret in the settings (and secret-named variables) is masked in what we write.
-        self.redact = Redactor.from_settings(settings, self._environ)
+        self.redact = settings.redactor(self._environ)
         self.servers: dict[str, ToolServer] = {
             cfg.name: make_server(
                 cfg,

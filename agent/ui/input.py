@@ -8,9 +8,9 @@ sent. Completion offers slash commands, their arguments, tool and server names a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
@@ -21,8 +21,16 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from agent.config import Settings
 
-if TYPE_CHECKING:
-    from agent.ui.repl import Repl
+
+class CompletionSource(Protocol):
+    """What completion asks of the front end (the REPL), right now."""
+
+    @property
+    def commands(self) -> Mapping[str, object]: ...
+
+    def argument_words(self, command: str) -> list[str]: ...
+
+    def resource_refs(self) -> list[str]: ...
 
 
 def input_key_bindings(*, piped: bool = False) -> KeyBindings:
@@ -53,7 +61,7 @@ def input_key_bindings(*, piped: bool = False) -> KeyBindings:
 class ReplCompleter(Completer):
     """Slash commands, then their arguments: servers and tools, approval modes, prompts."""
 
-    def __init__(self, repl: Repl) -> None:
+    def __init__(self, repl: CompletionSource) -> None:
         self.repl = repl
 
     def get_completions(self, document: Document, complete_event: object) -> Iterator[Completion]:
@@ -67,21 +75,9 @@ class ReplCompleter(Completer):
                     yield Completion("/" + name, start_position=-len(text))
             return
         command, _, arg = text.partition(" ")
-        for word in self._arguments(command[1:]):
+        for word in self.repl.argument_words(command[1:]):
             if word.startswith(arg) and word != arg:
                 yield Completion(word, start_position=-len(arg))
-
-    def _arguments(self, command: str) -> list[str]:
-        registry = self.repl.registry
-        match command:
-            case "tools":
-                return [*registry.servers, *registry.tools]
-            case "servers":
-                return list(registry.servers)
-            case "approve":
-                return ["ask", "yes", "read-only"]
-            case _:
-                return self.repl.argument_words(command)
 
     def _references(self, text: str) -> Iterator[Completion]:
         """`@server:uri` resource references anywhere in a request."""

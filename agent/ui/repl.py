@@ -13,14 +13,13 @@ import difflib
 import json
 import shlex
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from prompt_toolkit import PromptSession
-from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.history import InMemoryHistory
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -30,13 +29,11 @@ from agent.catalog import Catalog
 from agent.config import Settings
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
-from agent.signals import ended_by_signals
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, to_markdown
 from agent.ui.forms import ask_form
-from agent.ui.input import ReplCompleter, history_file, prompt_session
 from agent.ui.render import EventRenderer, compact_json
-from agent.ui.safe import SafeConsole, clean
+from agent.ui.safe import clean
 
 Handler = Callable[[str], Awaitable[bool | None]]
 APPROVAL_INLINE = 200  # characters of arguments shown inside the approval question
@@ -114,10 +111,14 @@ class Repl:
         self._pending_logs.clear()
 
     def argument_words(self, command: str) -> list[str]:
-        """Completions for a command's argument (prompt names for /prompt)."""
+        """Completions for a command's argument: servers and tools, modes, prompt names."""
+        if command == "tools":
+            return [*self.registry.servers, *self.registry.tools]
+        if command == "approve":
+            return ["ask", "yes", "read-only"]
         if command == "prompt":
             return [p.name for _, p in self.catalog.prompts]
-        if command in ("resources", "prompts"):
+        if command in ("resources", "prompts", "servers"):
             return list(self.registry.servers)
         return []
 
@@ -514,63 +515,3 @@ def _key_values(text: str) -> Iterator[tuple[str, str]]:
         if not eq or not key:
             raise ValueError(f"'{token}' is not key=value")
         yield key, value
-
-
-async def _repl(settings: Settings, resume: str | None) -> int:
-    from agent.server_requests import ServerRequests
-    from agent.session import (
-        build_agent,
-        connected,
-        make_model,
-        open_catalog,
-        open_transcript,
-        sampling_reporter,
-        verbosity,
-        with_local_server,
-    )
-
-    console = SafeConsole()
-    settings = with_local_server(settings, SafeConsole(stderr=True))
-    model = make_model(settings)
-    loaded = open_transcript(settings, resume, console)
-    try:
-        history = FileHistory(str(history_file(settings)))
-    except OSError:
-        history = InMemoryHistory()
-    session = prompt_session(history, piped=not sys.stdin.isatty())
-    try:
-        requests = ServerRequests(
-            model, settings.workspace, auto_approve=settings.ui.approval == "yes"
-        )
-        async with connected(settings, SafeConsole(stderr=True), requests) as registry:
-            renderer = EventRenderer(
-                console,
-                verbosity=verbosity(settings),
-                stream_answer=True,
-                redact=registry.redact,
-            )
-            holder: list[Repl] = []
-
-            async def ask(request: ApprovalRequest) -> Decision:
-                return await holder[0].ask(request)
-
-            catalog = await open_catalog(registry, SafeConsole(stderr=True))
-            agent = build_agent(settings, registry, model, ask, loaded, catalog)
-            requests.on_sampled = sampling_reporter(agent, console, settings)
-            repl = Repl(
-                console, session, agent, registry, settings, renderer, loaded.transcript, catalog
-            )
-            holder.append(repl)
-            if settings.ui.verbose:
-                registry.log_listener = repl.server_log
-            requests.ui = repl
-            repl.on_cancel = requests.cancel_in_flight
-            session.completer = ReplCompleter(repl)
-            return await repl.loop()
-    finally:
-        await model.aclose()
-        loaded.transcript.close()
-
-
-def repl_main(settings: Settings, *, resume: str | None) -> int:
-    return anyio.run(ended_by_signals, _repl, settings, resume)
