@@ -64,12 +64,14 @@ def cli_server(
             raise ConfigError(f"--server-command: {exc}") from None
         if not argv:
             raise ConfigError("--server-command is empty")
-        return ServerConfig(name=name, type="stdio", command=argv[0], args=tuple(argv[1:]))
+        return ServerConfig(
+            name=name, type="stdio", command=argv[0], args=tuple(argv[1:]), required=True
+        )
     if not server_url:
         raise ConfigError(f"--connection {connection} needs --server-url URL")
     if not server_url.startswith(("http://", "https://")):
         raise ConfigError(f"--server-url {server_url!r}: must start with http:// or https://")
-    return ServerConfig(name=name, type=connection, url=server_url, headers=parsed)  # type: ignore[arg-type]
+    return ServerConfig(name=name, type=connection, url=server_url, headers=parsed, required=True)  # type: ignore[arg-type]
 
 
 def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:

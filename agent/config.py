@@ -99,6 +99,7 @@ class ServerConfig(_Frozen):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     enabled: bool = True
+    required: bool = False  # a run without it fails (exit 1); true for the command line's
     timeout: float | None = Field(default=None, gt=0)
     tool_timeout: float | None = Field(default=None, gt=0)
     include_tools: tuple[str, ...] | None = None

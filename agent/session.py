@@ -134,6 +134,27 @@ async def connected(
         yield registry
 
 
+def unavailable(registry: ToolRegistry) -> str | None:
+    """Why a run cannot go on as if it had its tools: a required server (one named on the
+    command line, or `required: true`) failed to connect, or every server did. A script
+    must not pass with no tools, so a single-shot run then ends with status error."""
+    failed = [s for s in registry.servers.values() if s.status.state in ("failed", "down")]
+    required = [s for s in failed if s.config.required]
+    if required:
+        server = required[0]
+        return f"server '{server.name}' is unavailable: {server.status.error}"
+    if failed and len(failed) == len(registry.servers):
+        return "no tool server is available: " + "; ".join(
+            f"'{s.name}': {s.status.error}" for s in failed
+        )
+    return None
+
+
+def server_states(registry: ToolRegistry) -> list[dict[str, Any]]:
+    """Each server's state for --output json (a script can tell which one failed)."""
+    return [{"name": s.name, "state": s.state, "error": s.error} for s in registry.statuses()]
+
+
 def _connecting(console: Console, settings: Settings) -> contextlib.AbstractContextManager[Any]:
     """A spinner on a terminal while servers start (npx-style servers can take seconds)."""
     if settings.ui.quiet or not console.is_terminal or console.is_dumb_terminal:
@@ -227,6 +248,7 @@ class RunRecord:
     finished: RunFinished | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
+    servers: list[dict[str, Any]] = field(default_factory=list)
     _slots: dict[str, int] = field(default_factory=dict)
     _started: dict[str, float] = field(default_factory=dict)  # unfinished calls: start time
 
@@ -281,6 +303,7 @@ class RunRecord:
                 "completion_tokens": done.usage.completion_tokens if done.usage.known else None,
             },
             "error": done.error,
+            "servers": self.servers,
         }
 
 
@@ -309,6 +332,12 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
             model, settings.workspace, auto_approve=settings.ui.approval == "yes"
         )
         async with connected(settings, stderr, requests) as registry:
+            record.servers = server_states(registry)
+            if (problem := unavailable(registry)) is not None:
+                refused = RunFinished("error", None, 0, Usage(), problem)
+                record.add(refused)
+                renderer.handle(refused)
+                return EXIT_CODES["error"]
             if settings.ui.verbose:
                 registry.log_listener = lambda server, line: stderr.print(
                     Text(f"{server}: {line}", style="dim")
@@ -324,6 +353,7 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
             async for event in agent.run(request):
                 record.add(event)
                 renderer.handle(event)
+            record.servers = server_states(registry)
     finally:
         renderer.close()
         if output == "json":

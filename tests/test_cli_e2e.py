@@ -61,7 +61,8 @@ def test_output_json_is_valid_and_complete(tmp_path: Path) -> None:
         )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert set(result) == {"answer", "status", "steps", "tool_calls", "usage", "error"}
+    assert set(result) == {"answer", "status", "steps", "tool_calls", "usage", "error", "servers"}
+    assert result["servers"] == [{"name": "time", "state": "ready", "error": None}]
     assert result["answer"] == "done" and result["status"] == "answered"
     assert result["steps"] == 2 and result["error"] is None
     assert result["usage"] == {"prompt_tokens": 24, "completion_tokens": 14}
