@@ -81,26 +81,34 @@ class Catalog:
             try:
                 with anyio.fail_after(LIST_TIMEOUT):
                     found = await server.list_resources()
-                    found_templates = await server.list_resource_templates()
             except _LISTING_ERRORS as exc:
                 self.errors[server.name] = _listing_error(exc)
                 found = kept(self.resources, server.name)
-                found_templates = kept(self.templates, server.name)
             resources.extend((server.name, r) for r in found)
-            templates.extend((server.name, t) for t in found_templates)
+
+        async def list_templates(server: MCPServerConnection) -> None:
+            """Templates stand alone: a server may have resources and no templates."""
+            try:
+                with anyio.fail_after(LIST_TIMEOUT):
+                    found = await server.list_resource_templates()
+            except _LISTING_ERRORS as exc:
+                self.errors.setdefault(server.name, _listing_error(exc))
+                found = kept(self.templates, server.name)
+            templates.extend((server.name, t) for t in found)
 
         async def list_prompts(server: MCPServerConnection) -> None:
             try:
                 with anyio.fail_after(LIST_TIMEOUT):
                     found = await server.list_prompts()
             except _LISTING_ERRORS as exc:
-                self.errors[server.name] = _listing_error(exc)
+                self.errors.setdefault(server.name, _listing_error(exc))
                 found = kept(self.prompts, server.name)
             prompts.extend((server.name, p) for p in found)
 
         async with anyio.create_task_group() as tg:
             for server in self._servers("resources"):
                 tg.start_soon(list_resources, server)
+                tg.start_soon(list_templates, server)
             for server in self._servers("prompts"):
                 tg.start_soon(list_prompts, server)
         self.resources, self.templates, self.prompts = resources, templates, prompts

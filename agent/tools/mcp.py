@@ -16,8 +16,8 @@ import logging
 import os
 import re
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +25,7 @@ import anyio
 import httpx2
 import mcp.client.stdio as mcp_stdio
 import mcp.types as types
+import pydantic
 from anyio.abc import TaskGroup
 from anyio.streams.text import TextReceiveStream
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
@@ -37,7 +38,7 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
@@ -150,7 +151,7 @@ class _WholeLines(TextReceiveStream):
 
 mcp_stdio.TextReceiveStream = _WholeLines  # type: ignore[misc]
 MessageHandler = Callable[[Any], Awaitable[None]]
-MAX_TOOL_PAGES = 100
+MAX_PAGES = 100  # of any listing
 STDERR_TAIL_LINES = 5
 _OPAQUE_HTTP_ERROR = "Server returned an error response"  # any non-2xx without a JSON-RPC body
 _SESSION_GONE = re.compile(r"session\b.*\b(not found|terminated|expired|unknown)", re.I)
@@ -180,12 +181,15 @@ class ClientCallbacks:
     list_roots: Callable[..., Awaitable[Any]] | None = None
 
 
-def roots_callback(workspace: Path) -> Callable[..., Awaitable[types.ListRootsResult]]:
-    """Offer the workspace as the one root."""
-    root = types.Root(uri=workspace.resolve().as_uri(), name=workspace.name or "workspace")  # type: ignore[arg-type]
+def roots_callback(folders: Iterable[Path]) -> Callable[..., Awaitable[types.ListRootsResult]]:
+    """Offer these folders as the roots."""
+    roots = [
+        types.Root(uri=folder.resolve().as_uri(), name=folder.name or str(folder))  # type: ignore[arg-type]
+        for folder in folders
+    ]
 
     async def list_roots(context: Any) -> types.ListRootsResult:
-        return types.ListRootsResult(roots=[root])
+        return types.ListRootsResult(roots=list(roots))
 
     return list_roots
 
@@ -206,6 +210,10 @@ class MCPServerConnection(ToolServer):
     ) -> None:
         super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
         self._callbacks = callbacks or ClientCallbacks()
+        # Roots come from the config (none unless set): the capability is declared only then.
+        self.roots = config.offered_roots()
+        if self.roots and self._callbacks.list_roots is None:
+            self._callbacks = replace(self._callbacks, list_roots=roots_callback(self.roots))
         self.log_path = log_dir / f"{_safe_filename(config.name)}.log"
         self.status.log_path = str(self.log_path)
         self._environ = os.environ if environ is None else environ
@@ -217,6 +225,7 @@ class MCPServerConnection(ToolServer):
         self._http_error: str | None = None  # the last failed HTTP exchange (http transport)
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
         self._cap = _ToolCap(self.max_tools)
+        self.list_warnings: list[str] = []  # tools skipped as malformed, for the registry
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -444,6 +453,8 @@ class MCPServerConnection(ToolServer):
         return self.config.type == "http" and exc.message == _OPAQUE_HTTP_ERROR
 
     async def list_tools(self) -> list[ToolSpec]:
+        if not self.supports("tools"):  # a server of resources or prompts only
+            return []
         return await self._request("tools/list", self._list_tools)
 
     async def _list_tools(self, client: Client) -> list[ToolSpec]:
@@ -453,8 +464,9 @@ class MCPServerConnection(ToolServer):
         cursor: str | None = None
         wanted = 0
         self._cap.limit, self._cap.announced, self.listing_cut = self.max_tools, 0, None
-        for _ in range(MAX_TOOL_PAGES):
-            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        self.list_warnings = []
+        for _ in range(MAX_PAGES):
+            page = await self._tools_page(client, cursor)
             for tool in page.tools:
                 if self.config.wants_tool(tool.name):
                     if wanted == self.max_tools:
@@ -470,6 +482,40 @@ class MCPServerConnection(ToolServer):
             if self.listing_cut or not cursor:
                 break
         return tools
+
+    async def _tools_page(self, client: Client, cursor: str | None) -> types.ListToolsResult:
+        """One page of tools. When the SDK rejects the page as a whole, it is read again as
+        raw JSON and each tool checked on its own: a malformed one is skipped with a warning
+        naming it, the rest are kept (and handed back to the SDK so it can still check their
+        structured output). This uses the SDK's dispatcher directly."""
+        try:
+            return await client.list_tools(cursor=cursor, cache_mode="refresh")
+        except pydantic.ValidationError:
+            pass
+        session: Any = client.session
+        raw = await session._dispatcher.send_raw_request(
+            "tools/list", {"cursor": cursor} if cursor else None, {}
+        )
+        tools: list[types.Tool] = []
+        for item in raw.get("tools") or []:
+            try:
+                tools.append(types.Tool.model_validate(item, by_name=False))
+            except pydantic.ValidationError as exc:
+                name = item.get("name") if isinstance(item, dict) else None
+                problem = exc.errors()[0]
+                where = ".".join(str(p) for p in problem["loc"]) or "tool"
+                self.list_warnings.append(
+                    f"server '{self.name}': skipped tool {str(name)[:80]!r}, which is "
+                    f"malformed ({where}: {problem['msg']})"
+                )
+        next_cursor = raw.get("nextCursor")
+        page = types.ListToolsResult(
+            tools=tools, next_cursor=next_cursor if isinstance(next_cursor, str) else None
+        )
+        absorb = getattr(session, "_absorb_tool_listing", None)
+        if absorb is not None:
+            absorb(page, complete=cursor is None and page.next_cursor is None)
+        return page
 
     async def call_tool(
         self,
@@ -498,23 +544,63 @@ class MCPServerConnection(ToolServer):
         return await self._request("resources/read", lambda c: c.read_resource(uri))
 
     async def list_resources(self) -> list[types.Resource]:
-        result = await self._request("resources/list", lambda c: c.list_resources())
-        return list(result.resources)
+        return await self._listing(
+            "resources/list",
+            lambda c, cursor: c.list_resources(cursor=cursor, cache_mode="refresh"),
+            "resources",
+        )
 
     async def list_prompts(self) -> list[types.Prompt]:
-        return list((await self._request("prompts/list", lambda c: c.list_prompts())).prompts)
+        return await self._listing(
+            "prompts/list",
+            lambda c, cursor: c.list_prompts(cursor=cursor, cache_mode="refresh"),
+            "prompts",
+        )
 
     async def list_resource_templates(self) -> list[types.ResourceTemplate]:
-        result = await self._request("resources/templates", lambda c: c.list_resource_templates())
-        return list(result.resource_templates)
+        return await self._listing(
+            "resources/templates/list",
+            lambda c, cursor: c.list_resource_templates(cursor=cursor, cache_mode="refresh"),
+            "resource_templates",
+        )
+
+    async def _listing(
+        self, what: str, page: Callable[[Client, str | None], Awaitable[Any]], field: str
+    ) -> list[Any]:
+        """Every page of one kind. A server that lacks the method (-32601) simply has none
+        of that kind: mcp-server-sqlite has resources but no templates, and that is fine."""
+
+        async def send(client: Client) -> list[Any]:
+            return await _all_pages(lambda cursor: page(client, cursor), field)
+
+        try:
+            return await self._request(what, send)
+        except MCPError as exc:
+            if exc.code == METHOD_NOT_FOUND:
+                return []
+            raise
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
         return await self._request("prompts/get", lambda c: c.get_prompt(name, arguments))
 
     def supports(self, feature: str) -> bool:
-        """Whether the server declared `feature` ("resources", "prompts") at initialize."""
+        """Whether the server declared `feature` ("tools", "resources", "prompts")."""
         caps = self._client.server_capabilities if self._client is not None else None
         return caps is not None and getattr(caps, feature, None) is not None
+
+
+async def _all_pages(page: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:
+    """Follow `next_cursor` through at most MAX_PAGES pages (a server that never stops
+    paging must not hold us forever), collecting `field` of each."""
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        result = await page(cursor)
+        items.extend(getattr(result, field))
+        cursor = result.next_cursor
+        if not cursor:
+            break
+    return items
 
 
 def error_result(text: str) -> types.CallToolResult:

@@ -285,6 +285,7 @@ class ToolRegistry:
                 f"{server.max_tools} are used (raise [agent] max_tools_per_server, or pick "
                 "them with include_tools)"
             )
+        self.warnings.extend(getattr(server, "list_warnings", ()))
         named = set(server.config.include_tools or ()) | set(server.config.exclude_tools)
         if unknown := sorted(named - {s.name for s in specs}):
             listed = ", ".join(sorted(s.name for s in specs)[:20]) or "none"

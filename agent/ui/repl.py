@@ -351,6 +351,10 @@ class Repl:
             if st.state in ("down", "failed") and st.stderr_tail:
                 tails.append((st.name, st.stderr_tail))
         self.console.print(table)
+        for name, server in self.registry.servers.items():
+            roots = getattr(server, "roots", ())
+            offered = ", ".join(str(r) for r in roots) if roots else "none"
+            self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
         for name, tail in tails:
             self.console.print(Text(f"last stderr of {name}:", style="bold"))
             self.console.print(Text("\n".join(tail), style="dim"))

@@ -51,7 +51,7 @@ async def main(url: str, scenario: str) -> int:
     callbacks = ClientCallbacks(
         sampling=canned_sampling,
         elicitation=accept_defaults,
-        list_roots=roots_callback(Path.cwd()),
+        list_roots=roots_callback([Path.cwd()]),
     )
     server = MCPServerConnection(
         config,
