@@ -40,6 +40,7 @@ from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.server_requests import ServerRequests
 from agent.signals import ended_by_signals
 from agent.text import valid_unicode
+from agent.tools.mcp import hasten_shutdown
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.search import BUDGET_SHARE, SearchBudget, ToolSearch
@@ -327,6 +328,23 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
     renderer = EventRenderer(
         stderr, verbosity=verbosity(settings), stream_answer=False, redact=redact
     )
+    reported = False
+
+    def report() -> None:
+        """The answer (or the JSON object) out and flushed, once: as soon as the run ends,
+        before the servers close, so closing them is not the caller's wait."""
+        nonlocal reported
+        if reported:
+            return
+        reported = True
+        renderer.close()
+        if output == "json":
+            so_far = agent.run_usage if agent is not None else None
+            line = json.dumps(redact.deep(record.to_json(so_far)), ensure_ascii=False)
+            print(valid_unicode(line), flush=True)
+        elif record.finished is not None and record.finished.answer is not None:
+            print_answer(record.finished.answer)
+
     try:
         requests = ServerRequests(model, auto_approve=settings.ui.approval == "yes")
         async with connected(settings, stderr, requests) as registry:
@@ -352,18 +370,14 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
                 record.add(event)
                 renderer.handle(event)
             record.servers = server_states(registry)
+            report()
+            hasten_shutdown()  # the process ends next: servers get a short grace
     finally:
-        renderer.close()
-        if output == "json":
-            so_far = agent.run_usage if agent is not None else None
-            report = json.dumps(redact.deep(record.to_json(so_far)), ensure_ascii=False)
-            print(valid_unicode(report))
+        report()
         await model.aclose()
         session.transcript.close()
     done = record.finished
     assert done is not None
-    if output == "text" and done.answer is not None:
-        print_answer(done.answer)
     return EXIT_CODES[done.status]
 
 

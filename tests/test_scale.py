@@ -3,7 +3,11 @@ maximum with a warning naming it, and listing stops there (time in bench/run.py)
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -12,9 +16,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from agent.tools.mcp import _WholeLines
 from agent.tools.registry import ToolRegistry
-from tests.servers import settings_for, stdio
+from tests.cli import run_cli
+from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.servers import fault_server_command, settings_for, stdio
+from tests.test_faults import running
 
-pytestmark = pytest.mark.anyio
 MANY_SERVER = str(Path(__file__).parent / "many_tools_server.py")
 
 
@@ -23,6 +29,7 @@ def many(count: int, page: int | None = None, **kw: object) -> object:
     return stdio("many", (sys.executable, args), **kw)
 
 
+@pytest.mark.anyio
 async def test_a_50000_tool_server_is_cut_to_the_maximum_with_a_warning(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, many(50_000), max_tools_per_server=300)  # type: ignore[arg-type]
     with anyio.fail_after(60):
@@ -41,6 +48,7 @@ async def test_a_50000_tool_server_is_cut_to_the_maximum_with_a_warning(tmp_path
     assert 'called list_issue with {"id": "7"}' in result.text
 
 
+@pytest.mark.anyio
 async def test_listing_stops_paginating_at_the_maximum(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, many(5_000, page=100), max_tools_per_server=250)  # type: ignore[arg-type]
     with anyio.fail_after(60):
@@ -53,6 +61,7 @@ async def test_listing_stops_paginating_at_the_maximum(tmp_path: Path) -> None:
     assert "tools/list page 3" in log and "tools/list page 4" not in log
 
 
+@pytest.mark.anyio
 async def test_include_tools_reach_past_the_maximum(tmp_path: Path) -> None:
     wanted = ("translate_klingon", "get_issue")
     server = many(3_000, include_tools=wanted)
@@ -64,6 +73,7 @@ async def test_include_tools_reach_past_the_maximum(tmp_path: Path) -> None:
     assert registry.warnings == []
 
 
+@pytest.mark.anyio
 async def test_under_the_maximum_nothing_is_cut(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, many(1_000, page=300))  # type: ignore[arg-type]
     with anyio.fail_after(60):
@@ -72,6 +82,7 @@ async def test_under_the_maximum_nothing_is_cut(tmp_path: Path) -> None:
     assert len(registry.tools) == 1_000 and registry.warnings == []
 
 
+@pytest.mark.anyio
 async def test_stdout_is_handed_over_in_whole_lines() -> None:
     send, receive = anyio.create_memory_object_stream[bytes](10)
     chunks = [b'{"a":', b" 1}\n{", b'"b": 2}\n{"c": 3}\n{"d"', b": 4}\n", b"tail"]
@@ -94,3 +105,39 @@ class _ByteStream:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def test_after_the_answer_the_process_ends_with_its_servers_and_their_children(
+    tmp_path: Path,
+) -> None:
+    """The answer is out (a whole JSON object, flushed) before the servers close, the process
+    then ends at once (os._exit) and the server's process group is gone with it."""
+    python, args = fault_server_command(tmp_path)
+    command = " ".join([python, *args])
+    script = [tool_calls(("f__spawn_child", {}), ("f__big", {"chars": 300_000})), text("done")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            [
+                "--server-command",
+                command,
+                "--server-name",
+                "f",
+                "-y",
+                "-p",
+                "go",
+                "--output",
+                "json",
+            ],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)  # all of it reached the pipe
+    assert report["answer"] == "done" and report["tool_calls"][1]["output"].endswith("END")
+    child = int(report["tool_calls"][0]["output"].splitlines()[-1])
+    deadline = time.monotonic() + 5  # the group got SIGTERM; init may take a moment to reap
+    while running(child):
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError(f"child {child} of the server outlived the agent")
+        time.sleep(0.05)

@@ -51,7 +51,16 @@ CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 # process group. Its 2 s default added 2 s to every exit for servers that ignore stdin EOF
 # (server-everything and most Node servers); SIGTERM is still a graceful request.
 mcp_stdio.PROCESS_TERMINATION_TIMEOUT = 0.5
+EXIT_GRACE = 0.15  # the same wait when the process is about to end (hasten_shutdown)
 _sdk_stop_server_process = mcp_stdio._stop_server_process
+
+
+def hasten_shutdown(grace: float = EXIT_GRACE) -> None:
+    """The process ends once the servers are closed: each stdio server gets `grace` seconds
+    after its stdin closes, then SIGTERM to its group as before. A caller waits on this
+    tail after its answer; a server that must save state on EOF has had the whole run.
+    (The SDK reads this wait from its module; this process has no other use for it.)"""
+    mcp_stdio.PROCESS_TERMINATION_TIMEOUT = grace
 
 
 async def _stop_server_and_its_group(process: Any) -> None:
