@@ -58,6 +58,8 @@ class LLMSettings(_Frozen):
     request_timeout: float = Field(default=120.0, gt=0)
     stream: bool = True
     context_window: int = Field(default=128_000, gt=1000)
+    # The most prompt tokens (estimated) one sampling request from a server may send.
+    sampling_max_prompt_tokens: int = Field(default=16_000, gt=0)
     # Probed for a local server when neither api_key nor base_url is set; [] turns it off.
     local_ports: tuple[int, ...] = (11434, 8080, 1234, 8000)
 

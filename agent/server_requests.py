@@ -9,6 +9,7 @@ question nobody can answer.
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import mcp.types as types
 
 from agent.errors import ModelError
 from agent.llm import OpenAIModel, Reply, Usage
+from agent.memory import CHARS_PER_TOKEN
 from agent.tools.mcp import ClientCallbacks
 
 DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code exists)
@@ -26,6 +28,8 @@ DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code ex
 # under --yes, so a looping server cannot run up a bill.
 SAMPLING_MAX_TOKENS = 4096  # unless [llm] max_tokens says otherwise
 SAMPLING_PER_MINUTE = 10  # per server
+# A server's prompt is our input tokens: bounded too ([llm] sampling_max_prompt_tokens).
+SAMPLING_PROMPT_TOKENS = 16_000
 ELICITATION_PER_MINUTE = 5  # per server: questions beyond are declined without asking
 PER_MINUTE = {"sampling": SAMPLING_PER_MINUTE, "elicitation": ELICITATION_PER_MINUTE}
 
@@ -39,6 +43,12 @@ class SamplingRequest:
     max_tokens: int
     system_prompt: str | None
     temperature: float | None
+    prompt_chars: int = 0  # system prompt and messages: what the user is asked to send
+
+    @property
+    def prompt_tokens(self) -> int:
+        """An estimate (about four characters a token), as the loop's own budget uses."""
+        return self.prompt_chars // CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,7 @@ class Asker(Protocol):
 class ServerRequests:
     model: OpenAIModel
     auto_approve: bool = False  # --yes, when there is no ui to ask (the ui follows /approve)
+    max_prompt_tokens: int = SAMPLING_PROMPT_TOKENS  # a larger prompt is refused unasked
     ui: Asker | None = None
     sampled: list[SamplingRequest] = field(default_factory=list)
     # (server, tokens) each time our model answered a server: counted with the run, shown.
@@ -85,13 +96,22 @@ class ServerRequests:
     async def sample(
         self, server: str, context: Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
+        messages = [_openai_message(m) for m in params.messages]
         request = SamplingRequest(
             server=server,
-            messages=[_openai_message(m) for m in params.messages],
+            messages=messages,
             max_tokens=min(params.max_tokens, self.model.max_tokens or SAMPLING_MAX_TOKENS),
             system_prompt=params.system_prompt,
             temperature=params.temperature,
+            prompt_chars=len(params.system_prompt or "") + sum(map(_size, messages)),
         )
+        if request.prompt_tokens > self.max_prompt_tokens:
+            return types.ErrorData(
+                code=DECLINED,
+                message=f"sampling prompt too large: about {request.prompt_tokens:,} tokens "
+                f"({request.prompt_chars:,} characters); this client accepts at most "
+                f"{self.max_prompt_tokens:,} tokens per request",
+            )
         if not self._within_rate(server):
             return types.ErrorData(
                 code=DECLINED,
@@ -173,6 +193,12 @@ async def _complete(
         if isinstance(item, Reply):
             return item
     raise ModelError("the model stream ended without a reply")
+
+
+def _size(message: dict[str, Any]) -> int:
+    """Characters of a message's content (parts, images included, by their JSON length)."""
+    content = message["content"]
+    return len(content) if isinstance(content, str) else len(json.dumps(content))
 
 
 def _openai_message(message: types.SamplingMessage) -> dict[str, Any]:

@@ -346,7 +346,11 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
             print_answer(record.finished.answer)
 
     try:
-        requests = ServerRequests(model, auto_approve=settings.ui.approval == "yes")
+        requests = ServerRequests(
+            model,
+            auto_approve=settings.ui.approval == "yes",
+            max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
+        )
         async with connected(settings, stderr, requests) as registry:
             record.servers = server_states(registry)
             if (problem := unavailable(registry)) is not None:
@@ -402,7 +406,11 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         history = InMemoryHistory()
     session = prompt_session(history, piped=not sys.stdin.isatty())
     try:
-        requests = ServerRequests(model, auto_approve=settings.ui.approval == "yes")
+        requests = ServerRequests(
+            model,
+            auto_approve=settings.ui.approval == "yes",
+            max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
+        )
         async with connected(settings, SafeConsole(stderr=True), requests) as registry:
             renderer = EventRenderer(
                 console,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from agent.server_requests import (
     ELICITATION_PER_MINUTE,
     SAMPLING_MAX_TOKENS,
     SAMPLING_PER_MINUTE,
+    SAMPLING_PROMPT_TOKENS,
     ElicitAnswer,
     ServerRequests,
 )
@@ -107,6 +109,25 @@ async def test_sampling_is_bounded_in_tokens_and_rate_even_under_yes(
     assert isinstance(other, types.CreateMessageResult)
     assert llm.requests[-1]["max_tokens"] == 5  # a smaller request is honoured as is
     llm.assert_complete()
+
+
+async def test_a_sampling_prompt_over_the_cap_is_refused_unasked_even_under_yes(
+    registry: ToolRegistry, requests: ServerRequests, llm: ScriptedLLM
+) -> None:
+    requests.auto_approve = True
+    big = "x" * (SAMPLING_PROMPT_TOKENS * 4 + 400)  # just over the default cap
+    message = types.SamplingMessage(role="user", content=types.TextContent(text=big))
+    params = types.CreateMessageRequestParams(messages=[message], max_tokens=10)
+    refused = await requests.sample("greedy", None, params)
+    assert isinstance(refused, types.ErrorData)
+    assert "sampling prompt too large" in refused.message
+    assert f"at most {SAMPLING_PROMPT_TOKENS:,} tokens" in refused.message
+    requests.max_prompt_tokens = 5  # [llm] sampling_max_prompt_tokens, through a real server
+    observation = await registry.call(
+        "main__trigger-sampling-request", {"prompt": "a prompt of more than twenty characters"}
+    )
+    assert "sampling prompt too large" in observation.text
+    assert llm.requests == []  # the model was never asked
 
 
 async def test_a_cancelled_turn_stops_the_sampling_it_caused(
@@ -270,6 +291,7 @@ async def test_sampling_is_shown_and_approved_in_the_repl(
     # "y" to run the tool, then "y" to send the server's request to the model
     screen, _ = await drive_repl(registry, requests, model, "joke please\ry\ry\r", policy)
     assert "Server 'main' asks the model" in screen and "tell a joke" in screen
+    assert re.search(r"asks the model.*, ~\d+ tokens \(\d+ characters\):", screen)  # its size
     tool_result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
     assert "sampled by the scripted model" in tool_result
     llm.assert_complete()

@@ -271,8 +271,9 @@ class Repl:
         if self.agent.approval.mode == "yes":
             return True
         heat = "" if request.temperature is None else f", temperature {request.temperature:g}"
+        size = f"~{request.prompt_tokens:,} tokens ({request.prompt_chars:,} characters)"
         self.console.print(
-            Text(f"Server '{request.server}' asks the model{heat}:", style="bold yellow")
+            Text(f"Server '{request.server}' asks the model{heat}, {size}:", style="bold yellow")
         )
         if request.system_prompt:
             self.console.print(Text(f"  system: {request.system_prompt[:300]}", style="dim"))
@@ -280,7 +281,9 @@ class Repl:
             content = message["content"]
             shown = content if isinstance(content, str) else compact_json(content, 300)
             self.console.print(Text(f"  {message['role']}: {shown[:500]}"))
-        answer = await self.question(f"Send it (max {request.max_tokens} tokens)? [y]es / [n]o: ")
+        answer = await self.question(
+            f"Send it ({size} in, at most {request.max_tokens:,} tokens out)? [y]es / [n]o: "
+        )
         return (answer or "").lower() in ("y", "yes")
 
     async def elicit_url(self, server: str, message: str, url: str) -> ElicitAnswer:
