@@ -7,11 +7,14 @@ are raised as ToolError so their text reaches it (MCPServer hides other exceptio
 
 from __future__ import annotations
 
+import json
 import os
-import re
+import shlex
+import stat
+import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, TypedDict
+from typing import Annotated, BinaryIO, TypedDict
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 import anyio
@@ -27,10 +30,14 @@ from agent.server.workspace import Workspace
 OUTPUT_CAP = 100_000  # bytes of bash output kept (head + tail)
 MAX_BASH_TIMEOUT = 600.0
 READ_LIMIT = 2000  # lines per read_file call
-MAX_READ_CHARS = 200_000
+MAX_READ_CHARS = 200_000  # bytes of one read_file answer
+MAX_EDIT_BYTES = 10_000_000
+COUNT_BYTES = 64_000_000  # read_file counts the lines after the range this far, no further
 LIST_LIMIT = 1000
 SEARCH_LIMIT = 200
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__"})
+SEARCH_TIMEOUT = 10.0
+MAX_SEARCH_TIMEOUT = 120.0
+SEARCH_WORKER = str(Path(__file__).with_name("search.py"))
 
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -87,18 +94,7 @@ def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
     ) -> str:
         """Read a text file, or a range of its lines for large files."""
         target = ws.resolve(path)
-        text = await anyio.to_thread.run_sync(_read_text, target, path)
-        lines = text.splitlines(keepends=True)
-        chunk = lines[offset - 1 : offset - 1 + limit]
-        body = "".join(chunk)
-        if len(body) > MAX_READ_CHARS:
-            body = body[:MAX_READ_CHARS]
-            return f"{body}\n[cut at {MAX_READ_CHARS} characters; read fewer lines with limit]"
-        last = offset - 1 + len(chunk)
-        if offset > 1 or last < len(lines):
-            more = f"; next: offset={last + 1}" if last < len(lines) else ""
-            return f"{body}\n[lines {offset}-{last} of {len(lines)}{more}]"
-        return body
+        return await anyio.to_thread.run_sync(_read_range, target, path, offset, limit)
 
     @server.tool(
         title="Write a file",
@@ -115,6 +111,8 @@ def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
         target = ws.resolve(path)
         if target.is_dir():
             raise ToolError(f"'{path}' is a directory")
+        if target.exists() and not target.is_file():  # opening a FIFO to write would block
+            raise ToolError(f"'{path}' is not a regular file")
         existed = target.exists()
         await anyio.to_thread.run_sync(_write_text, target, content)
         verb = "overwrote" if existed else "created"
@@ -175,16 +173,31 @@ def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
         glob: Annotated[
             str | None, Field(description="Only files whose name matches, e.g. '*.py'.")
         ] = None,
+        timeout: Annotated[
+            float, Field(description="Seconds before the search stops.", gt=0)
+        ] = SEARCH_TIMEOUT,
     ) -> str:
         """Search text files for a regular expression; returns path:line: text matches."""
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolError(f"invalid regular expression: {exc}") from None
         target = ws.resolve(path)
         if not target.exists():
             raise ToolError(f"'{path}' does not exist")
-        return await anyio.to_thread.run_sync(_search, ws, target, regex, glob)
+        limit = min(timeout, MAX_SEARCH_TIMEOUT)
+        job = {"root": str(ws.root), "target": str(target), "pattern": pattern}
+        job |= {"glob": glob, "limit": SEARCH_LIMIT}
+        # A worker process: a pathological pattern runs out its deadline there and is
+        # killed, instead of holding this server's GIL (see agent/server/search.py).
+        worker = shlex.join([sys.executable, "-I", "-S", SEARCH_WORKER, json.dumps(job)])
+        result = await run_bash(worker, ws.root, limit, OUTPUT_CAP)
+        found = result.output.rstrip()
+        if result.exit_code == 2:
+            raise ToolError(found)
+        if result.timed_out:
+            return (
+                f"{found}\n[search stopped after {limit:g} s with what it had found: the "
+                "pattern may backtrack badly (nested quantifiers such as (a+)+) or the tree "
+                "is large; narrow path or glob, or simplify the pattern]"
+            ).lstrip()
+        return found
 
     @server.tool(title="Current time", annotations=READ_ONLY)
     def get_current_time(
@@ -206,18 +219,76 @@ def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
     return server
 
 
-def _read_text(target: Path, shown: str) -> str:
+def _open_regular(target: Path, shown: str) -> BinaryIO:
+    """Open a regular file for reading. A FIFO, device or socket is refused, never waited
+    on: the open does not block (O_NONBLOCK) and the type is checked on what was opened."""
     if target.is_dir():
         raise ToolError(f"'{shown}' is a directory; use list_dir")
     try:
-        data = target.read_bytes()
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ToolError(f"'{shown}' does not exist") from None
     except OSError as exc:
         raise ToolError(f"cannot read '{shown}': {exc.strerror}") from None
-    if b"\x00" in data[:8192]:
-        raise ToolError(f"'{shown}' is a binary file ({len(data)} bytes)")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolError(f"'{shown}' is not a regular file (a FIFO, device or socket)")
+    fh = os.fdopen(fd, "rb")
+    if b"\x00" in fh.read(8192):
+        size = os.fstat(fd).st_size
+        fh.close()
+        raise ToolError(f"'{shown}' is a binary file ({size} bytes)")
+    fh.seek(0)
+    return fh
+
+
+def _read_text(target: Path, shown: str) -> str:
+    """A whole file, for edit_file: bounded by MAX_EDIT_BYTES."""
+    with _open_regular(target, shown) as fh:
+        data = fh.read(MAX_EDIT_BYTES + 1)
+    if len(data) > MAX_EDIT_BYTES:
+        raise ToolError(f"'{shown}' is larger than {MAX_EDIT_BYTES} bytes; too large to edit")
     return data.decode(errors="replace")
+
+
+def _read_range(target: Path, shown: str, offset: int, limit: int) -> str:
+    """Lines offset..offset+limit-1, streamed: memory is bounded by MAX_READ_CHARS, and the
+    file is read no further than the range plus a bounded count of the lines after it."""
+    with _open_regular(target, shown) as fh:
+        number, at_start, body = 0, True, bytearray()
+        while not (at_start and number >= offset - 1 + limit):
+            piece = fh.readline(MAX_READ_CHARS + 1)  # a longer line comes in pieces
+            if not piece:
+                break
+            number += at_start
+            at_start = piece.endswith(b"\n")
+            if number >= offset:
+                body += piece
+                if len(body) > MAX_READ_CHARS:
+                    text = body[:MAX_READ_CHARS].decode(errors="replace")
+                    return (
+                        f"{text}\n[cut at {MAX_READ_CHARS} characters; read fewer lines with limit]"
+                    )
+        rest = _count_lines(fh)
+    if number < offset and number > 0:
+        return f"[offset {offset} is past the end: '{shown}' has {number} lines]"
+    text = body.decode(errors="replace")
+    if offset == 1 and rest == 0:
+        return text
+    total = f"more than {number}" if rest is None else str(number + rest)
+    more = f"; next: offset={number + 1}" if rest != 0 else ""
+    return f"{text}\n[lines {offset}-{number} of {total}{more}]"
+
+
+def _count_lines(fh: BinaryIO) -> int | None:
+    """Lines left in `fh`, or None when there are more than COUNT_BYTES to count."""
+    count, seen, tail = 0, 0, b"\n"
+    while seen <= COUNT_BYTES and (block := fh.read(1 << 20)):
+        count += block.count(b"\n")
+        seen, tail = seen + len(block), block[-1:]
+    if seen > COUNT_BYTES:
+        return None
+    return count + (tail != b"\n")
 
 
 def _write_text(target: Path, content: str) -> None:
@@ -242,36 +313,6 @@ def _listing(target: Path) -> str:
     if len(entries) > LIST_LIMIT:
         lines.append(f"[… {len(entries) - LIST_LIMIT} more entries]")
     return "\n".join(lines) or "(empty directory)"
-
-
-def _search(ws: Workspace, target: Path, regex: re.Pattern[str], glob: str | None) -> str:
-    matches: list[str] = []
-    for file in _files(target):
-        if glob and not file.match(glob):
-            continue
-        try:
-            resolved = ws.resolve(str(file))  # a symlink inside may point outside
-            with resolved.open(errors="replace") as fh:
-                for number, line in enumerate(fh, 1):
-                    if "\x00" in line:
-                        break
-                    if regex.search(line):
-                        matches.append(f"{ws.show(file)}:{number}: {line.rstrip()[:300]}")
-                        if len(matches) >= SEARCH_LIMIT:
-                            return "\n".join(matches) + f"\n[stopped at {SEARCH_LIMIT} matches]"
-        except (ToolError, OSError):
-            continue
-    return "\n".join(matches) or "no matches"
-
-
-def _files(target: Path) -> list[Path]:
-    if target.is_file():
-        return [target]
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(target):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        found.extend(Path(dirpath) / name for name in sorted(filenames))
-    return found
 
 
 def _local_zone_name() -> str:
