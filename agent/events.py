@@ -86,6 +86,7 @@ class ToolCallFinished:
     is_error: bool
     duration_ms: float
     denied: bool = False
+    structured: Any = None  # the server's structuredContent, whole (the model may see only text)
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

@@ -94,8 +94,14 @@ class Memory:
             message["tool_calls"] = tool_calls
         self._append(message)
 
-    def add_tool_result(self, call_id: str, content: str) -> None:
-        self._append({"role": "tool", "tool_call_id": call_id, "content": content})
+    def add_tool_result(self, call_id: str, content: str, structured: Any = None) -> None:
+        """`structured` (a server's structuredContent) is for the transcript only: the model
+        gets `content`, which already says what the result holds."""
+        message = {"role": "tool", "tool_call_id": call_id, "content": content}
+        self.messages.append(message)
+        if self.sink is not None:
+            extra = {} if structured is None else {"structured_content": structured}
+            self.sink({**message, **extra})
 
     def clear(self) -> None:
         self.messages.clear()

@@ -12,7 +12,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import anyio
@@ -405,6 +405,7 @@ class Agent:
                 self.memory.add_tool_result(
                     call.id,
                     done.text if done else "Error: cancelled by the user before it finished",
+                    structured=done.structured if done else None,
                 )
 
     async def _refusal(self, call: _Call) -> str | None:
@@ -456,6 +457,7 @@ class Agent:
                     observation.is_error,
                     (time.perf_counter() - started) * 1000,
                     denied=refusal is not None and call.problem is None,
+                    structured=observation.structured,
                 )
             )
 
@@ -468,12 +470,7 @@ class Agent:
             f"\n[note from the agent: this exact call returned this exact result "
             f"{self._seen[key]} times; do not repeat it — use the result or change approach]"
         )
-        return Observation(
-            observation.text + note,
-            observation.is_error,
-            observation.images,
-            observation.truncated_chars,
-        )
+        return replace(observation, text=observation.text + note)
 
     def _close_pending(self, reason: str) -> None:
         """Keep memory valid if a step was cut short: every call gets a result."""

@@ -268,6 +268,8 @@ class RunRecord:
                 self.tool_calls.append({})
             output = strip_marker(event.output)
             self.tool_calls[slot] = self._entry(event, output, event.is_error, event.duration_ms)
+            if event.structured is not None:  # the model may have had the text only
+                self.tool_calls[slot]["structured_content"] = event.structured
         elif isinstance(event, RunFinished):
             self.finished = event
 

@@ -154,7 +154,9 @@ def load(path: Path, redactor: Redactor = PATTERNS_ONLY) -> Loaded:
             warnings.append(f"{path.name}: {where} is corrupted and was skipped")
             continue
         if record.get("type") == "message" and isinstance(record.get("message"), dict):
-            messages.append(record["message"])
+            message = dict(record["message"])
+            message.pop("structured_content", None)  # kept for the record, not for the model
+            messages.append(message)
         elif record.get("type") == "clear":
             messages.clear()
     return Loaded(Transcript(path, redactor), messages, warnings)

@@ -114,9 +114,9 @@ def test_every_content_type_is_kept() -> None:
         "inside",
         "mem://b",
         "application/zip",
-        '{"k": 1}',
     ]:
         assert expected in obs.text
+    assert '{"k": 1}' not in obs.text and obs.structured == {"k": 1}  # text wins, kept aside
     assert len(obs.images) == 1 and obs.images[0].mime_type == "image/png"
     assert not obs.is_error
 
@@ -124,6 +124,17 @@ def test_every_content_type_is_kept() -> None:
 def test_structured_content_not_repeated_when_text_has_it() -> None:
     obs = to_observation(_result(types.TextContent(text='{"a": 1}'), structured={"a": 1}), "s", 999)
     assert "[structured content]" not in obs.text
+
+
+def test_the_model_gets_one_copy_text_first_structured_when_there_is_no_text() -> None:
+    """server-filesystem returns a file as text and as {"content": text}: sent once."""
+    body = 'line one\nline "two"\n' * 50
+    both = to_observation(
+        _result(types.TextContent(text=body), structured={"content": body}), "s", 99_999
+    )
+    assert strip_marker(both.text) == body and both.structured == {"content": body}
+    alone = to_observation(_result(structured={"rows": [1, 2]}), "s", 999)
+    assert strip_marker(alone.text) == '[structured content]\n{"rows": [1, 2]}'
 
 
 def test_error_results_are_marked() -> None:

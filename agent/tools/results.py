@@ -38,6 +38,7 @@ class Observation:
     is_error: bool = False
     images: tuple[Image, ...] = field(default=())
     truncated_chars: int = 0
+    structured: Any = None  # the server's structuredContent, whole (for JSON and transcript)
 
 
 _TAG = "untrusted-data"
@@ -113,23 +114,8 @@ def block_text(block: types.ContentBlock) -> tuple[str, Image | None]:
     return f"[unsupported content {getattr(block, 'type', type(block).__name__)}]", None
 
 
-def _structured_text(structured: Any, texts: list[str]) -> str | None:
-    """Structured content as JSON, unless a text block already carries the same data."""
-    if structured is None:
-        return None
-    if isinstance(structured, dict) and set(structured) == {"result"}:
-        # MCPServer wraps a plain return value as {"result": value}; the text has it already.
-        value = structured["result"]
-        if isinstance(value, str) and value in texts:
-            return None
-    dumped = json.dumps(structured, ensure_ascii=False, default=str)
-    for text in texts:
-        try:
-            if json.loads(text) == structured:
-                return None
-        except (json.JSONDecodeError, TypeError):
-            continue
-    return f"[structured content]\n{dumped}"
+def _structured_text(structured: Any) -> str:
+    return "[structured content]\n" + json.dumps(structured, ensure_ascii=False, default=str)
 
 
 def truncate(text: str, max_chars: int) -> tuple[str, int]:
@@ -151,9 +137,13 @@ def to_observation(result: types.CallToolResult, server: str, max_chars: int) ->
         texts.append(text)
         if image is not None:
             images.append(image)
-    structured = _structured_text(result.structured_content, texts)
-    if structured:
-        texts.append(structured)
+    # One copy for the model: servers that follow the spec put the same data in a text
+    # block and in structuredContent (a 2 MB file would be sent twice). The text wins; the
+    # structured data is sent only when there is no text. JSON output and the transcript
+    # keep both (Observation.structured).
+    structured = result.structured_content
+    if structured is not None and not any(isinstance(b, types.TextContent) for b in result.content):
+        texts.append(_structured_text(structured))
     body = valid_unicode("\n".join(texts)) if texts else "(no output)"
     body, cut = truncate(body, max_chars)
     prefix = "The tool reported an error:\n" if result.is_error else ""
@@ -162,6 +152,7 @@ def to_observation(result: types.CallToolResult, server: str, max_chars: int) ->
         is_error=bool(result.is_error),
         images=tuple(images),
         truncated_chars=cut,
+        structured=structured,
     )
 
 
