@@ -18,7 +18,6 @@ from urllib.parse import urlparse
 
 import anyio
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.text import Text
 
 from agent.approval import ApprovalPolicy, AskFn
@@ -46,7 +45,7 @@ from agent.tools.results import strip_marker
 from agent.tools.search import BUDGET_SHARE, SearchBudget, ToolSearch
 from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
-from agent.ui.safe import SafeConsole
+from agent.ui.safe import SafeConsole, clean, json_text, markdown
 
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
 CUT_SHORT = "cancelled by the user before it finished"
@@ -311,10 +310,12 @@ class RunRecord:
 
 
 def print_answer(answer: str) -> None:
-    """Rendered on a terminal; verbatim (no wrapping, no markup) into pipes and files."""
+    """Rendered on a terminal; as written (no wrapping, no markup) into pipes and files, but
+    with control and invisible characters shown (`| cat` must not retitle the terminal)."""
     if sys.stdout.isatty():
-        SafeConsole().print(Markdown(answer))
+        SafeConsole().print(markdown(answer))
     else:
+        answer = clean(answer)
         sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
         sys.stdout.flush()
 
@@ -343,9 +344,9 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
         if output == "json":
             so_far = agent.run_usage if agent is not None else None
             line = json.dumps(redact.deep(record.to_json(so_far)), ensure_ascii=False)
-            print(valid_unicode(line), flush=True)
+            print(json_text(valid_unicode(line)), flush=True)
         elif record.finished is not None and record.finished.answer is not None:
-            print_answer(record.finished.answer)
+            print_answer(redact(record.finished.answer))
 
     try:
         requests = ServerRequests(

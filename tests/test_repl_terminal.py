@@ -227,3 +227,22 @@ def test_ctrl_c_at_an_approval_question_cancels_the_turn(
         term.type("/exit")
         assert term.exit_code() == 0
     assert not (workspace / "x.txt").exists()
+
+
+def test_an_answer_full_of_control_characters_streams_once(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    """Each control character is shown as a four-cell escape (`\\x07`); the live region
+    must count the lines of what is shown, or every redraw leaves a copy behind."""
+    noise = "\x07\x1b" * 20
+    answer = "\n\n".join(f"Line {i} {noise} end of line {i}." for i in range(1, 16))
+    with ScriptedLLM(text(answer, chunk=16, pace=0.01)) as llm:
+        term = start(terminals, llm, workspace, "control-answer")
+        term.type("make some noise")
+        term.wait_for(r"end of line 15\.[ ]*" + PROMPT, timeout=30)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert "\\x07\\x1b\\x07\\x1b" in screen  # shown, not executed (nor dropped)
+    for i in (1, 8, 15):
+        assert screen.count(f"end of line {i}.") == 1, screen

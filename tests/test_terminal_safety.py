@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from agent.events import RunFinished, ToolCallFinished, ToolCallStarted, Usage
+from agent.events import (
+    AssistantMessage,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    Usage,
+)
 from agent.redact import MASK, Redactor
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole, clean
@@ -78,3 +86,60 @@ def test_escape_sequences_from_a_tool_stay_inert_in_the_single_shot_trace(tmp_pa
     assert done.stdout == "finished\n"
     assert "\x1b" not in done.stderr
     assert "\\x1b[31mRED\\x1b[0m" in done.stderr
+
+
+HIDDEN = "ok\u200b\U000e0049\U000e0047\U000e004e done"  # a zero-width space and tag characters
+TRICKY_ANSWER = (
+    "Title \x1b]0;PWNED\x07 \x9b2J \u202eevil \u2066x\u2069 "
+    + HIDDEN
+    + "\n\nSee [https://docs.example](https://evil.example/steal) for more.\n"
+)
+
+
+def test_invisible_characters_are_shown_and_joiners_inside_emoji_and_scripts_kept() -> None:
+    assert clean(HIDDEN) == "ok\\u200b\\U000e0049\\U000e0047\\U000e004e done"
+    assert clean("a\u2060b\ufeffc\u00add\ufe01") == "a\\u2060b\\ufeffc\\xadd\\ufe01"
+    family, conjunct = "👨\u200d👩\u200d👧", "क्\u200dष"
+    assert clean(family) == family and clean(conjunct) == conjunct and clean("❤️") == "❤️"
+    assert clean("pay\u200dpal \u200c\u200c") == "pay\\u200dpal \\u200c\\u200c"
+
+
+def test_single_shot_answer_into_a_pipe_shows_escapes_and_hidden_characters(
+    tmp_path: Path,
+) -> None:
+    with ScriptedLLM(text(TRICKY_ANSWER)) as llm:
+        done = run_cli(["-p", "hi"], tmp_path, base_url=llm.base_url, api_key=KEY)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert not any(ch in out for ch in "\x1b\x07\x9b\u202e\u2066\u200b\U000e0049"), repr(out)
+    assert "Title \\x1b]0;PWNED\\x07 \\x9b2J \\u202eevil \\u2066x\\u2069" in out
+    assert "ok\\u200b\\U000e0049\\U000e0047\\U000e004e done" in out
+
+
+def test_json_output_escapes_c1_bidi_and_invisible_characters(tmp_path: Path) -> None:
+    with ScriptedLLM(text(TRICKY_ANSWER)) as llm:
+        done = run_cli(
+            ["-p", "hi", "--output", "json"], tmp_path, base_url=llm.base_url, api_key=KEY
+        )
+    assert done.returncode == 0, done.stderr
+    assert not any(ch in done.stdout for ch in "\x1b\x07\x9b\u202e\u200b\U000e0049")
+    assert "\\u009b" in done.stdout and "\\udb40\\udc49" in done.stdout  # a tag, as a pair
+    assert json.loads(done.stdout)["answer"] == TRICKY_ANSWER  # the same text, read back
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_rendered_answer_shows_link_targets_and_hidden_characters(stream: bool) -> None:
+    out = io.StringIO()
+    console = SafeConsole(file=out, force_terminal=True, color_system="standard", width=100)
+    renderer = EventRenderer(console, stream_answer=True)
+    if stream:
+        renderer.handle(TextDelta(TRICKY_ANSWER))
+        renderer.handle(AssistantMessage(TRICKY_ANSWER, ()))
+    else:  # an answer given through `terminate`
+        renderer.handle(RunFinished("answered", TRICKY_ANSWER, 1, Usage()))
+    screen = out.getvalue()
+    words = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)  # without rich's colours
+    assert "https://docs.example (https://evil.example/steal)" in words
+    assert "\x1b]8;" not in screen  # no terminal hyperlink hiding its target
+    assert "\x1b]0;" not in screen and "\\x1b]0;PWNED\\x07" in screen
+    assert "ok\\u200b\\U000e0049" in screen and "\u200b" not in screen

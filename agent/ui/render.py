@@ -16,7 +16,6 @@ from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.progress_bar import ProgressBar
 from rich.segment import Segment
 from rich.spinner import Spinner
@@ -36,6 +35,7 @@ from agent.events import (
     ToolProgress,
 )
 from agent.tools.results import strip_marker
+from agent.ui.safe import clean, markdown
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 SUMMARY_LINES = 3
@@ -108,14 +108,15 @@ class _Tail:
 
     A live region taller than the terminal cannot be redrawn (what scrolled off stays in
     the scrollback, again at each refresh); the tail always fits, and the whole answer is
-    printed once when it ends.
+    printed once when it ends. Its lines are counted from the cleaned text: an escape shown
+    as `\\x1b` is four cells wide, and a miscount would leave a copy on screen at each redraw.
     """
 
     def __init__(self, renderer: EventRenderer) -> None:
         self.renderer = renderer
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        lines = console.render_lines(Markdown(self.renderer._buffer), options, pad=False)
+        lines = console.render_lines(markdown(self.renderer.streamed()), options, pad=False)
         for line in lines[-max(3, console.size.height - 2) :]:
             yield from line
             yield Segment.line()
@@ -211,12 +212,20 @@ class EventRenderer:
             )
             self._live.start()  # the refresh thread redraws the tail from self._buffer
 
+    def streamed(self) -> str:
+        """What the live region may show of the answer so far: redacted, without its last
+        word, which may be the start of a secret that the redactor can only see whole."""
+        end = len(self._buffer)
+        while end and not self._buffer[end - 1].isspace():
+            end -= 1
+        return self.redact(self._buffer[:end])
+
     def _end_stream(self) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
         if self._buffer.strip():
-            self.console.print(Markdown(self._buffer))
+            self.console.print(markdown(self.redact(self._buffer)))
             self._shown = self._buffer
         self._buffer = ""
 
@@ -252,9 +261,9 @@ class EventRenderer:
             return
         label = Text()
         if event.server:
-            label.append(event.server, style="bold cyan")
+            label.append(clean(event.server), style="bold cyan")
             label.append(" › ")
-        label.append(event.tool, style="bold")
+        label.append(clean(event.tool), style="bold")
         line = Text("▸ ", style="cyan")
         line.append_text(label)
         line.append(" ")
@@ -272,7 +281,7 @@ class EventRenderer:
         running = self._activity.running.get(event.call_id)
         if running is not None:
             running.progress, running.total = event.progress, event.total
-            running.message = self.redact(event.message) if event.message else None
+            running.message = clean(self.redact(event.message)) if event.message else None
         if self.animate:
             return  # drawn by the activity region
         now = time.monotonic()
@@ -315,7 +324,7 @@ class EventRenderer:
         self.close()
         answer = event.answer or ""
         if self.stream_answer and answer.strip() and answer.strip() != self._shown.strip():
-            self.console.print(Markdown(answer))  # an answer given through `terminate`
+            self.console.print(markdown(self.redact(answer)))  # given through `terminate`
         if event.status == "error" and event.error:
             self.console.print(Text(f"error: {self.redact(event.error)}", style="bold red"))
         elif event.status == "max_steps":

@@ -5,6 +5,12 @@ prints `ESC[2J` would clear the user's screen, and an OSC sequence could retitle
 or plant a hyperlink. `SafeConsole` makes every character of content visible and inert at
 the one place all output passes (its segments, just before they are written), so no call
 site can forget; rich's own styling and cursor control are separate segments and untouched.
+
+Invisible characters get the same treatment: Unicode tag characters, zero-width spaces and
+joiners, stray variation selectors reach the model as text but draw nothing, so a page
+could whisper instructions to it that the user never sees; they are shown as `\\u200b`.
+Content is cleaned before rich lays it out wherever the layout matters (a live region
+counts its lines to redraw them), and again at the end as the guard for everything else.
 """
 
 from __future__ import annotations
@@ -14,23 +20,66 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.segment import Segment
 
+# Invisible characters that format or hide text: zero-width space and marks, word joiner
+# and invisible operators, soft hyphen, BOM, Mongolian vowel separator, Hangul fillers,
+# line/paragraph separators, variation selectors 1-14 (15 and 16 pick text or emoji
+# style), tag characters and the variation selectors supplement.
+_INVISIBLE = (
+    "\u00ad\u061c\u115f\u1160\u180e\u200b\u200e\u200f\u2028\u2029\u2060-\u2064\u3164"
+    "\ufe00-\ufe0d\ufeff\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef"
+)
 # C0 controls except tab and newline, DEL, C1 controls, and the bidirectional overrides
 # that can make text read differently from what it is ("Trojan Source").
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+# Zero-width (non-)joiners shape emoji sequences and Indic and Arabic script: kept when
+# they join two visible non-ASCII characters, shown anywhere else.
+_JOINERS = "\u200c\u200d"
+_NEIGHBOUR = f"[^\\x00-\\x7f\\s{_CONTROL}{_INVISIBLE}{_JOINERS}]"
+_UNSAFE = re.compile(
+    f"[{_CONTROL}{_INVISIBLE}]|(?<!{_NEIGHBOUR})[{_JOINERS}]|[{_JOINERS}](?!{_NEIGHBOUR})"
+)
+# In JSON every one of them is escaped, joiners too: the escape reads back the same.
+_JSON_UNSAFE = re.compile(f"[{_CONTROL}{_INVISIBLE}{_JOINERS}]")
 
 
 def _visible(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def clean(text: str) -> str:
-    """`text` with every control character shown as an escape (`\\x1b`), newlines kept."""
+    """`text` with every control or invisible character shown as an escape (`\\x1b`,
+    `\\u200b`), newlines kept."""
     if not _UNSAFE.search(text):
         return text
     return _UNSAFE.sub(_visible, text.replace("\r\n", "\n"))
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    high, low = divmod(code - 0x10000, 0x400)
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
+def json_text(document: str) -> str:
+    """A JSON document (from `json.dumps(..., ensure_ascii=False)`) with control, bidi and
+    invisible characters written as `\\u` escapes: a terminal showing it executes none of
+    them, and a JSON reader gets the same strings back."""
+    return _JSON_UNSAFE.sub(_json_escape, document)
+
+
+def markdown(text: str) -> Markdown:
+    """A model's answer as Markdown that hides nothing: escapes shown before the layout is
+    made, and each link followed by its real target (`text (https://target)`), since a link
+    whose text is another URL would otherwise hide where it leads."""
+    return Markdown(clean(text), hyperlinks=False)
 
 
 class SafeConsole(Console):
