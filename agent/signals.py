@@ -10,6 +10,7 @@ registry closes its servers (shielded and bounded) before their owner tasks are 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -50,7 +51,8 @@ async def ended_by_signals(main: Callable[..., Awaitable[int]], *args: Any) -> i
         if not caught or host is None:
             raise
         host.uncancel()
-        print(ENDING_SIGNALS[caught[0]], file=sys.stderr)
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            print(ENDING_SIGNALS[caught[0]], file=sys.stderr)
         return 128 + caught[0]
     finally:
         for signum in installed:

@@ -100,3 +100,28 @@ def test_a_closed_repl_terminal_leaves_no_server_behind(tmp_path: Path) -> None:
                 proc.kill()
     assert proc.returncode == 129, stderr
     assert not alive(server_pid) and not alive(sleep_pid)
+
+
+def test_a_hung_server_does_not_outlive_a_closed_repl(tmp_path: Path) -> None:
+    """The server freezes (SIGSTOP: deaf to stdin EOF and SIGTERM) with a call in flight;
+    the terminal closes: the agent still ends it (SIGKILL after the SIGTERM grace)."""
+    os.mkfifo(tmp_path / "ready.fifo")
+    os.mkfifo(tmp_path / "go.fifo")
+    command = "echo $PPID $$ > ready.fifo; read line < go.fifo"
+    with ScriptedLLM(tool_calls(("local__bash", {"command": command})), text("unused")) as llm:
+        proc = start_agent(tmp_path, llm.base_url, "-i", "--yes")
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write("work\n")
+            proc.stdin.flush()
+            server_pid, _ = map(int, read_fifo(tmp_path / "ready.fifo").split())
+            os.kill(server_pid, signal.SIGSTOP)
+            proc.send_signal(signal.SIGHUP)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            with open(tmp_path / "go.fifo", "w") as go:  # let the tool's shell finish
+                go.write("done\n")
+    assert proc.returncode == 129, stderr
+    assert not alive(server_pid), "a frozen server outlived the REPL"
