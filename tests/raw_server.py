@@ -11,11 +11,19 @@ Modes:
 - `partial`: declares tools and resources only; tools and resources come in two pages, one
   tool is malformed, resources/templates/list is not implemented (-32601). Every method
   asked is written to stderr.
+- `sessionerror`: each tools/call fails with -32602 "checkout session 42 not found".
+- `closederror`: each tools/call fails with -32000 "Connection closed" (the code the SDK
+  itself uses when a transport ends).
+- `surrogate`: each tools/call result holds a lone surrogate escape (an emoji cut in half).
+- `deep`: each tools/call result is nested 5,000 levels deep.
+With `RAW_SERVER_RUNS=FILE`, each tools/call appends the server's pid to FILE: the tests
+count how often a call ran, and in which process.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 MODE = sys.argv[1]
@@ -67,7 +75,28 @@ def tools() -> list[dict]:
     return [{"name": "echo", "description": "echo", "inputSchema": {"type": "object"}}]
 
 
+ERRORS = {
+    "sessionerror": (-32602, "checkout session 42 not found"),
+    "closederror": (-32000, "Connection closed"),
+}
+
+
 def result(request_id: object) -> None:
+    if runs := os.environ.get("RAW_SERVER_RUNS"):
+        with open(runs, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+    head = b'{"jsonrpc": "2.0", "id": %s, ' % json.dumps(request_id).encode()
+    if MODE in ERRORS:
+        code, message = ERRORS[MODE]
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+        return
+    if MODE == "surrogate":
+        send({}, head + b'"result": {"content": [{"type": "text", "text": "cut \\ud83d"}]}}')
+        return
+    if MODE == "deep":
+        deep = b"[" * 5000 + b"]" * 5000
+        send({}, head + b'"result": {"content": [], "structuredContent": {"x": ' + deep + b"}}}")
+        return
     if MODE == "badutf8":
         text = b'{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", ' % (
             json.dumps(request_id).encode()

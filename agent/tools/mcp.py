@@ -14,7 +14,6 @@ import contextvars
 import json
 import logging
 import os
-import re
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -30,7 +29,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.text import TextReceiveStream
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 from mcp.client.subscriptions import (
     ListenNotSupportedError,
     PromptsListChanged,
@@ -38,13 +37,14 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
 from agent.config import ServerConfig, server_env
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.base import ConnectProblem, ProgressFn, ServerStopped, ToolServer, ToolSpec
+from agent.tools.unparsable import reply_error_for
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 # The SDK closes a stdio server's stdin, waits this long for it to exit, then SIGTERMs its
@@ -162,8 +162,6 @@ mcp_stdio.TextReceiveStream = _WholeLines  # type: ignore[misc]
 MessageHandler = Callable[[Any], Awaitable[None]]
 MAX_PAGES = 100  # of any listing
 STDERR_TAIL_LINES = 5
-_OPAQUE_HTTP_ERROR = "Server returned an error response"  # any non-2xx without a JSON-RPC body
-_SESSION_GONE = re.compile(r"session\b.*\b(not found|terminated|expired|unknown)", re.I)
 _PIPE_CHUNK = 65536
 _HTTP_HINTS = {
     401: " (the server wants credentials: set an Authorization header with -H or 'headers')",
@@ -321,6 +319,9 @@ class MCPServerConnection(ToolServer):
         self._http_error = f"HTTP {status} {response.reason_phrase}".strip() + _HTTP_HINTS.get(
             status, ""
         )
+        replies = _http_replies.get()
+        if replies is not None and MCP_SESSION_ID in response.request.headers:
+            replies.refused.append((_jsonrpc_method(response.request), status))
 
     async def _stderr_pipe(self, stack: contextlib.AsyncExitStack) -> IO[bytes]:
         """A pipe for the server's stderr, pumped line by line into the log, redacted.
@@ -418,53 +419,78 @@ class MCPServerConnection(ToolServer):
         assert self._client is not None
         return self._client, self.generation
 
-    async def _request(self, what: str, send: Callable[[Client], Awaitable[Any]]) -> Any:
-        """Send one request; a connection that dies under it is reported, then reconnected."""
+    async def _request(
+        self, method: str, send: Callable[[Client], Awaitable[Any]], *, changes_nothing: bool
+    ) -> Any:
+        """Send one request, at most once unless the server provably never ran it.
+
+        Only the transport decides that the connection is gone (its receive stream ended:
+        the process exited, the stream broke); an error code or message from the server is
+        the server's answer, never that signal. On streamable HTTP a server that restarted
+        answers our old session id with HTTP 404, which the spec reserves for a session it
+        no longer knows: it ran nothing, so the request is sent again on a new session.
+        A server that rejects the session some other way (400) may or may not have run the
+        request: the session is renewed, but only a request that `changes_nothing` (a
+        listing, a read) is sent again.
+        """
         for attempt in (1, 2):
             client, generation = await self._connected()
+            replies = _HttpReplies()
+            token = _http_replies.set(replies)  # the SDK posts in a copy of this context
             try:
                 return await send(client)
-            except MCPError as exc:
-                if attempt == 1 and await self._session_gone(client, exc):
-                    # A restarted HTTP server rejects our old session without running the
-                    # request, so reconnecting and sending it again is safe.
-                    self.connection_lost(generation, "the server restarted (session unknown)")
-                    continue
-                if exc.code != CONNECTION_CLOSED:
+            except MCPError:
+                if self._died(generation):
+                    self.connection_lost(generation, f"connection closed during {method}")
+                    reason = "it exited or closed the connection during the call"
+                    raise ServerStopped(self.name, reason, down=self._is_down()) from None
+                unknown = replies.session_unknown(method)
+                refused = None if unknown else await self._refusal_of_session(client, replies)
+                if not unknown and refused is None:
                     raise
-                self.connection_lost(generation, f"connection closed during {what}")
-                reason = "it exited or closed the connection during the call"
-                raise ServerStopped(self.name, reason, down=self.status.state == "down") from None
+                why = "the server no longer knows our session (HTTP 404)"
+                why = why if unknown else f"the server refuses our session (HTTP {refused})"
+                self.connection_lost(generation, why)
+                if attempt == 1 and (unknown or changes_nothing):
+                    continue  # sent again on a new session
+                raise ServerStopped(
+                    self.name, f"{why}; it restarted?", down=self._is_down()
+                ) from None
+            finally:
+                _http_replies.reset(token)
         raise AssertionError("unreachable")
 
-    async def _session_gone(self, client: Client, exc: MCPError) -> bool:
-        """Whether the server no longer knows our session (it restarted).
+    def _died(self, generation: int) -> bool:
+        """Whether the transport of `generation` ended (only it decides that)."""
+        return self.generation != generation or self._gen.lost
 
-        The Python SDK says so ("Session not found"). Other servers answer 400 without a
-        usable body, which the SDK reports only as "Server returned an error response";
-        then a harmless tools/list on the same session tells: if it fails the same way,
-        the session is gone.
+    def _is_down(self) -> bool:
+        return self.status.state == "down"
+
+    async def _refusal_of_session(self, client: Client, replies: _HttpReplies) -> int | None:
+        """The HTTP status with which the server refuses our session, or None.
+
+        A refusal of the request is not enough (a 400 may be about the request): a
+        harmless tools/list on the same session must be refused too. server-everything
+        answers an unknown session with 400, not the spec's 404.
         """
-        if _SESSION_GONE.search(exc.message or ""):
-            return True
-        if not self._opaque_http_error(exc):
-            return False
+        if replies.session_refused() is None:
+            return None
+        probe = _HttpReplies()
+        token = _http_replies.set(probe)
         try:
             with anyio.fail_after(self.connect_timeout):
                 await client.list_tools(cache_mode="refresh")
-        except MCPError as probe:
-            return self._opaque_http_error(probe)
-        except TimeoutError:
-            return False
-        return False
-
-    def _opaque_http_error(self, exc: MCPError) -> bool:
-        return self.config.type == "http" and exc.message == _OPAQUE_HTTP_ERROR
+        except (MCPError, TimeoutError):
+            return probe.session_refused()
+        finally:
+            _http_replies.reset(token)
+        return None
 
     async def list_tools(self) -> list[ToolSpec]:
         if not self.supports("tools"):  # a server of resources or prompts only
             return []
-        return await self._request("tools/list", self._list_tools)
+        return await self._request("tools/list", self._list_tools, changes_nothing=True)
 
     async def _list_tools(self, client: Client) -> list[ToolSpec]:
         """All pages, until `max_tools` wanted tools (include/exclude_tools): listing stops
@@ -535,22 +561,21 @@ class MCPServerConnection(ToolServer):
         progress: ProgressFn | None = None,
     ) -> types.CallToolResult:
         async def send(client: Client) -> types.CallToolResult:
-            try:
-                return await client.call_tool(
-                    name, arguments, read_timeout_seconds=timeout, progress_callback=progress
-                )
-            except MCPError as exc:
-                gone = _SESSION_GONE.search(exc.message or "") or self._opaque_http_error(exc)
-                if exc.code == CONNECTION_CLOSED or gone:
-                    raise  # maybe the connection's fate, not the tool's: _request decides
-                if _timed_out(exc):
-                    raise TimeoutError from None  # our deadline, reported as such by the caller
-                return error_result(self.redact(f"tool '{name}' failed: {exc}"))
+            return await client.call_tool(
+                name, arguments, read_timeout_seconds=timeout, progress_callback=progress
+            )
 
-        return await self._request(f"tools/call {name}", send)
+        try:
+            return await self._request("tools/call", send, changes_nothing=False)
+        except MCPError as exc:
+            if _timed_out(exc):
+                raise TimeoutError from None  # our deadline, reported as such by the caller
+            return error_result(self.redact(f"tool '{name}' failed: {exc}"))
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        return await self._request("resources/read", lambda c: c.read_resource(uri))
+        return await self._request(
+            "resources/read", lambda c: c.read_resource(uri), changes_nothing=True
+        )
 
     async def list_resources(self) -> list[types.Resource]:
         return await self._listing(
@@ -583,14 +608,16 @@ class MCPServerConnection(ToolServer):
             return await _all_pages(lambda cursor: page(client, cursor), field)
 
         try:
-            return await self._request(what, send)
+            return await self._request(what, send, changes_nothing=True)
         except MCPError as exc:
             if exc.code == METHOD_NOT_FOUND:
                 return []
             raise
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
-        return await self._request("prompts/get", lambda c: c.get_prompt(name, arguments))
+        return await self._request(
+            "prompts/get", lambda c: c.get_prompt(name, arguments), changes_nothing=True
+        )
 
     def supports(self, feature: str) -> bool:
         """Whether the server declared `feature` ("tools", "resources", "prompts")."""
@@ -610,6 +637,37 @@ async def _all_pages(page: Callable[[str | None], Awaitable[Any]], field: str) -
         if not cursor:
             break
     return items
+
+
+@dataclass
+class _HttpReplies:
+    """HTTP refusals of the requests one caller sent on our session: (JSON-RPC method,
+    status). The SDK posts each request in a copy of its sender's context, so the response
+    hook finds the caller's record there and statuses never mix between concurrent calls."""
+
+    refused: list[tuple[str | None, int]] = field(default_factory=list)
+
+    def session_unknown(self, method: str) -> bool:
+        """The server answered `method` itself with 404: the session is gone, nothing ran."""
+        return (method, 404) in self.refused
+
+    def session_refused(self) -> int | None:
+        """The status of the first refusal of a request on our session, if any."""
+        return next((status for _, status in self.refused if status >= 400), None)
+
+
+_http_replies: contextvars.ContextVar[_HttpReplies | None] = contextvars.ContextVar(
+    "mcp_agent_http_replies", default=None
+)
+
+
+def _jsonrpc_method(request: httpx2.Request) -> str | None:
+    """The JSON-RPC method a POST carried (None for a GET, a response, or an odd body)."""
+    try:
+        body = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    return body.get("method") if isinstance(body, dict) else None
 
 
 def error_result(text: str) -> types.CallToolResult:
@@ -633,7 +691,8 @@ def _read_some(fd: int) -> bytes | None:
 
 
 class _EndWatchingStream:
-    """The transport's receive stream, reporting when it ends: the server is gone."""
+    """The transport's receive stream, reporting when it ends: the server is gone. A reply
+    the SDK could not parse becomes an error for the request it answers."""
 
     def __init__(self, inner: Any, on_end: Callable[[str], None]) -> None:
         self._inner = inner
@@ -647,13 +706,16 @@ class _EndWatchingStream:
 
     async def __anext__(self) -> Any:
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
         except anyio.EndOfStream:
             self._on_end("the connection ended")
             raise StopAsyncIteration from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_end("the connection was closed")
             raise
+        if isinstance(item, Exception):  # a line the SDK could not parse, or a fault
+            return reply_error_for(item) or item
+        return item
 
     async def receive(self) -> Any:
         return await self.__anext__()
