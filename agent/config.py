@@ -56,6 +56,7 @@ class LLMSettings(_Frozen):
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     request_timeout: float = Field(default=120.0, gt=0)
+    request_deadline: float = Field(default=600.0, gt=0)
     stream: bool = True
     context_window: int = Field(default=128_000, gt=1000)
     # The most prompt tokens (estimated) one sampling request from a server may send.

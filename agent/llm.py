@@ -14,9 +14,9 @@ from __future__ import annotations
 import email.utils
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
@@ -26,6 +26,7 @@ from agent.text import valid_unicode
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+T = TypeVar("T")
 BACKOFF = (0.5, 1.0, 2.0, 4.0)
 MAX_RETRY_AFTER = 20.0
 RETRYABLE_STATUS = frozenset({408, 429})  # and every 5xx
@@ -35,6 +36,9 @@ CONNECT_BUDGET = 10.0
 # A reply cap sent when none is configured: a local model that loops must not hold a step
 # for minutes (measured: 481 s), and 4,096 tokens is more than any one step needs.
 DEFAULT_MAX_TOKENS = 4096
+# No model request, retries included, takes longer than this: a stream that never ends
+# (text forever, keep-alive chunks) is cut. `request_timeout` only bounds a silence.
+REQUEST_DEADLINE = 600.0
 CONTEXT_OVERFLOW_HINTS = (
     "context_length_exceeded",
     "context length",
@@ -133,6 +137,10 @@ class ChatModel(Protocol):
     ) -> AsyncIterator[str | RetryNotice | Reply]: ...
 
 
+class _DeadlinePassed(Exception):
+    """The whole request ran past `request_deadline`."""
+
+
 class _Retryable(Exception):
     def __init__(self, reason: str, delay: float | None = None, *, connect: bool = False) -> None:
         super().__init__(reason)
@@ -202,6 +210,7 @@ class OpenAIModel:
         temperature: float | None = None,
         max_tokens: int | None = None,
         request_timeout: float = 120.0,
+        request_deadline: float = REQUEST_DEADLINE,
         connect_timeout: float = 10.0,
         stream: bool = True,
         max_retries: int = 3,
@@ -213,6 +222,7 @@ class OpenAIModel:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.request_timeout = request_timeout
+        self.request_deadline = request_deadline
         self.connect_timeout = connect_timeout
         self.streaming = stream
         self.max_retries = max_retries
@@ -265,11 +275,16 @@ class OpenAIModel:
         if self._max_tokens_key != "max_tokens" and "max_tokens" in params:
             params[self._max_tokens_key] = params.pop("max_tokens")
         started = time.monotonic()
+        deadline = started + self.request_deadline
         for attempt in range(1, self.max_retries + 2):
             streamed = False
             attempt_started = time.monotonic()
             try:
-                once = self._stream_once(params) if self.streaming else self._complete_once(params)
+                once = (
+                    self._stream_once(params, deadline)
+                    if self.streaming
+                    else self._complete_once(params, deadline)
+                )
                 async for item in once:
                     if isinstance(item, str):
                         streamed = True
@@ -280,17 +295,27 @@ class OpenAIModel:
                     raise ModelError(self._gave_up(exc.args[0], attempt)) from None
                 self._max_tokens_key = "max_completion_tokens"  # for this and every request
                 break
+            except _DeadlinePassed:
+                raise ModelError(self._past_deadline()) from None
             except _Retryable as exc:
                 delay = exc.delay if exc.delay is not None else BACKOFF[attempt - 1]
                 now = time.monotonic()  # another attempt would take about as long as this one
                 next_ends = now - started + delay + (now - attempt_started)
                 if attempt > self.max_retries or (exc.connect and next_ends > self.connect_budget):
                     raise ModelError(self._gave_up(exc.reason, attempt)) from None
+                if now + delay >= deadline:
+                    raise ModelError(self._past_deadline(f"; last failure: {exc.reason}")) from None
                 yield RetryNotice(attempt, delay, exc.reason, streamed)
                 await anyio.sleep(delay)
         # Only a renamed parameter gets here: the same request again, at once.
         async for item in self.stream(messages, tools, overrides=overrides):
             yield item
+
+    def _past_deadline(self, detail: str = "") -> str:
+        return (
+            f"the model request did not finish within {self.request_deadline:g} s{detail} "
+            "(request_deadline in [llm] of config/config.toml)"
+        )
 
     def _gave_up(self, reason: str, attempts: int) -> str:
         where = self.base_url or "the default OpenAI endpoint"
@@ -300,18 +325,24 @@ class OpenAIModel:
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
         return f"model request to {where} failed after {tries}: {reason}{hint}"
 
-    async def _stream_once(self, params: dict[str, Any]) -> AsyncIterator[str | Reply]:
+    async def _stream_once(
+        self, params: dict[str, Any], deadline: float
+    ) -> AsyncIterator[str | Reply]:
+        """One streamed attempt. A stream is whole only with a finish_reason: one that ends
+        without it was cut (a proxy, a crashed server) and is retried, never taken as the
+        reply, so half an answer is never the answer and half a tool call never runs."""
         content: list[str] = []
         calls = ToolCallAccumulator()
         usage = UNREPORTED
         finish_reason: str | None = None
         chunks = 0
         async with self._errors():
-            stream = await self._create(
-                {**params, "stream": True, "stream_options": {"include_usage": True}}
+            stream = await _before(
+                deadline,
+                self._create({**params, "stream": True, "stream_options": {"include_usage": True}}),
             )
             try:
-                async for chunk in stream:
+                while (chunk := await _before(deadline, anext(stream, None))) is not None:
                     chunks += 1
                     if not isinstance(chunk, dict):
                         raise ModelError(
@@ -340,11 +371,15 @@ class OpenAIModel:
                 "the model endpoint sent an empty stream; is --base-url an OpenAI-compatible "
                 "/v1 endpoint? (try stream = false in [llm] if it cannot stream)"
             )
+        if finish_reason is None:
+            raise _Retryable("the reply stream ended before the reply was finished")
         yield Reply("".join(content), calls.calls(), usage, finish_reason)
 
-    async def _complete_once(self, params: dict[str, Any]) -> AsyncIterator[str | Reply]:
+    async def _complete_once(
+        self, params: dict[str, Any], deadline: float
+    ) -> AsyncIterator[str | Reply]:
         async with self._errors():
-            completion = await self._create(params)
+            completion = await _before(deadline, self._create(params))
         choices = completion.get("choices") if isinstance(completion, dict) else None
         if not choices:
             raise ModelError("the model endpoint returned no choices; check --model")
@@ -518,6 +553,16 @@ def _overflow_number(
         if match := re.search(pattern, detail, re.IGNORECASE):
             return int(match.group(1))
     return None
+
+
+async def _before(deadline: float, step: Awaitable[T]) -> T:
+    """Await one step of a request (the response, the next chunk) within the request's
+    deadline. The scope is around each await, never across a yield of the stream."""
+    with anyio.move_on_after(deadline - time.monotonic()) as scope:
+        return await step
+    if scope.cancelled_caught:
+        raise _DeadlinePassed
+    raise AssertionError("unreachable")
 
 
 def _usage(raw: dict[str, Any]) -> Usage:

@@ -59,6 +59,11 @@ TERMINATE_TOOL: dict[str, Any] = {
         },
     },
 }
+CUT_CALL = (
+    'not run: your reply hit the output token limit (finish_reason "length") while you '
+    "were writing tool calls, so this call may be incomplete. Send it again, with shorter "
+    "arguments or fewer calls per reply."
+)
 # Names only the agent may use: servers' tools are renamed around them (read_resource is
 # offered by agent.catalog when servers publish resources).
 AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource", FIND_TOOLS})
@@ -213,7 +218,7 @@ class Agent:
             else:
                 yield item
         assert reply is not None
-        calls = self._parse_calls(reply.tool_calls)
+        calls = self._parse_calls(reply.tool_calls, cut=reply.finish_reason == "length")
         self.memory.add_assistant(reply.content, [_wire(c) for c in calls])
         yield AssistantMessage(reply.content, tuple(c.name for c in reply.tool_calls))
         if not calls:
@@ -355,9 +360,11 @@ class Agent:
             self._tools_tokens = len(json.dumps(self._tools_cache)) // 4
         return self._tools_cache, self._tools_tokens
 
-    def _parse_calls(self, tool_calls: tuple[ToolCall, ...]) -> list[_Call]:
+    def _parse_calls(self, tool_calls: tuple[ToolCall, ...], *, cut: bool) -> list[_Call]:
         """Resolve each call. Ids are made unique: approvals and results are keyed by them,
-        and a model that repeats an id must not get one call's verdict applied to another."""
+        and a model that repeats an id must not get one call's verdict applied to another.
+        No call of a reply `cut` by the output limit runs: its arguments may be a prefix
+        that happens to parse (or empty, cut right after the name)."""
         calls: list[_Call] = []
         seen: set[str] = set()
         finished = False  # a terminate call ends the turn: what follows it does not run
@@ -374,6 +381,8 @@ class Agent:
                     problem += f" `{FIND_TOOLS}` finds the others."
             if finished:
                 problem = f"not run: '{TERMINATE}' came before it in the same reply"
+            if cut:
+                problem = CUT_CALL
             calls.append(_Call(call_id, tc.name, arguments, spec, problem))
             finished = finished or (tc.name == TERMINATE and problem is None)
         return calls

@@ -101,6 +101,7 @@ def make_model(settings: Settings) -> OpenAIModel:
         temperature=llm.temperature,
         max_tokens=llm.max_tokens or DEFAULT_MAX_TOKENS,
         request_timeout=llm.request_timeout,
+        request_deadline=llm.request_deadline,
         stream=llm.stream,
     )
 

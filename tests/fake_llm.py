@@ -4,10 +4,11 @@
 scripted turn per request, streaming real SSE chunks (content deltas, tool-call deltas by
 index, a usage chunk) or plain JSON, as the request asks. Turns can also fail: HTTP errors
 with headers, delays past the client's timeout, malformed JSON, a connection dropped in
-the middle of a stream, and llama-server's own failures (an error event inside the stream,
-its context-overflow body). `GET /v1/models` lists `models`. Every request body is
-recorded; an unscripted request is answered with HTTP 418 (which the client does not
-retry) and fails `assert_complete()`.
+the middle of a stream, a stream that ends cleanly but early (no finish_reason, no
+[DONE]) at any chunk, a stream that never ends (text or empty keep-alive chunks), and
+llama-server's own failures (an error event inside the stream, its context-overflow body).
+`GET /v1/models` lists `models`. Every request body is recorded; an unscripted request is
+answered with HTTP 418 (which the client does not retry) and fails `assert_complete()`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ _ids = itertools.count(1)
 class Turn:
     """One scripted reply. Only the fields for its `kind` matter."""
 
-    kind: str  # text | tool_calls | error | garbage | drop | stream_error
+    kind: str  # text | tool_calls | error | garbage | drop | stream_error | forever
     content: str = ""
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     status: int = 200
@@ -49,6 +50,7 @@ class Turn:
     finish_reason: str | None = None
     usage: tuple[int, int] | None = (12, 7)  # None: the server reports no usage
     body: dict[str, Any] | None = None  # an error's JSON body, verbatim
+    cut: int | None = None  # end the stream cleanly after this many chunks (role chunk not counted)
 
 
 Script = Turn | Callable[[dict[str, Any]], Turn]
@@ -107,6 +109,20 @@ def delayed(seconds: float, turn: Turn) -> Turn:
 
 def garbage() -> Turn:
     return Turn("garbage")
+
+
+def cut(turn: Turn, after: int) -> Turn:
+    """Stream only the first `after` chunks of `turn` (content pieces, then each tool call's
+    name and its arguments in 7-character pieces), then end the response as if complete,
+    with no finish_reason and no [DONE]: what a proxy or a crashed server leaves."""
+    turn.cut = after
+    return turn
+
+
+def forever(content: str = "", pace: float = 0.02) -> Turn:
+    """A stream that never ends: `content` every `pace` seconds ("" = empty keep-alive
+    chunks, which keep any idle timeout from firing)."""
+    return Turn("forever", content=content, pace=pace)
 
 
 def drop(content: str = "partial answer that will be lost") -> Turn:
@@ -234,6 +250,19 @@ def _usage(turn: Turn) -> dict[str, int] | None:
 async def _stream_events(
     turn: Turn, completion_id: str, model: str, include_usage: bool
 ) -> AsyncIterator[str]:
+    events = _all_events(turn, completion_id, model, include_usage)
+    sent = -1  # the role chunk comes first
+    async for event in events:
+        if turn.cut is not None and sent >= turn.cut:
+            await events.aclose()
+            return
+        sent += 1
+        yield event
+
+
+async def _all_events(
+    turn: Turn, completion_id: str, model: str, include_usage: bool
+) -> AsyncIterator[str]:
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         data = {
             "id": completion_id,
@@ -246,6 +275,9 @@ async def _stream_events(
         return f"data: {json.dumps(data)}\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
+    while turn.kind == "forever":
+        await asyncio.sleep(turn.pace)
+        yield chunk({"content": turn.content})
     pieces = [turn.content[i : i + turn.chunk] for i in range(0, len(turn.content), turn.chunk)]
     if turn.kind == "stream_error":
         for piece in pieces:
