@@ -63,6 +63,8 @@ class LLMSettings(_Frozen):
     sampling_max_prompt_tokens: int = Field(default=16_000, gt=0)
     # Probed for a local server when neither api_key nor base_url is set; [] turns it off.
     local_ports: tuple[int, ...] = (11434, 8080, 1234, 8000)
+    # Images from tools to the model: true, false, or "auto" (until the endpoint refuses one).
+    vision: bool | Literal["auto"] = "auto"
 
 
 class AgentSettings(_Frozen):

@@ -27,9 +27,16 @@ class ConfigError(AgentError):
 
 
 class ModelError(AgentError):
-    """The model endpoint failed in a way retries cannot fix."""
+    """The model endpoint failed in a way retries cannot fix.
+
+    `status` is the HTTP status when the endpoint answered with one.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ToolServerError(AgentError):

@@ -517,7 +517,9 @@ class _ErrorMapper:
                 f"the model endpoint rejected the request as invalid ({where}, not retried): "
                 f"{detail}"
             )
-        return ModelError(f"the model endpoint rejected the request ({where}): {detail}")
+        return ModelError(
+            f"the model endpoint rejected the request ({where}): {detail}", status=status or None
+        )
 
 
 class _UseCompletionTokens(Exception):

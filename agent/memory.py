@@ -32,8 +32,17 @@ or call `terminate` when the task is finished.
 """
 
 
+IMAGE_TOKENS = 800  # one image part (its base64 length says nothing about its tokens)
+
+
 def estimate_tokens(value: Any) -> int:
     """A cheap, dependency-free estimate: about four characters a token."""
+    if isinstance(value, dict) and isinstance(value.get("content"), list):
+        parts = value["content"]
+        images = [p for p in parts if isinstance(p, dict) and p.get("type") == "image_url"]
+        if images:
+            rest = {**value, "content": [p for p in parts if p not in images]}
+            return estimate_tokens(json.dumps(rest)) + IMAGE_TOKENS * len(images)
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return len(text) // CHARS_PER_TOKEN + MESSAGE_OVERHEAD
 
@@ -103,6 +112,15 @@ class Memory:
             extra = {} if structured is None else {"structured_content": structured}
             self.sink({**message, **extra})
 
+    def add_images(self, message: Message) -> None:
+        """A user message of image parts: the images of the tool results just added (tool
+        messages carry text only). It belongs to their step when history is trimmed."""
+        self._append(message)
+
+    def rewrite(self, change: Callable[[Message], Message]) -> None:
+        """Replace messages by `change(message)` (e.g. images the endpoint refuses)."""
+        self.messages[:] = [change(m) for m in self.messages]
+
     def clear(self) -> None:
         self.messages.clear()
         self._costs.clear()
@@ -124,7 +142,7 @@ class Memory:
         """Group messages into units that must be kept or dropped together."""
         units: list[list[Message]] = []
         for message in self.messages:
-            if message["role"] == "tool" and units:
+            if units and (message["role"] == "tool" or _images_of(message, units[-1][-1])):
                 units[-1].append(message)
             else:
                 units.append([message])
@@ -173,3 +191,13 @@ class Memory:
         kept = [m for i in sorted(keep) for m in units[i]]
         dropped = [m for i, unit in enumerate(units) if i not in keep for m in unit]
         return Fitted([system, *kept], len(dropped), sum(self.cost(m) for m in dropped))
+
+
+def _images_of(message: Message, previous: Message) -> bool:
+    """Whether `message` holds the images of the tool results before it (a user message of
+    parts; the user's own requests are plain text)."""
+    return (
+        message["role"] == "user"
+        and isinstance(message.get("content"), list)
+        and previous["role"] == "tool"
+    )

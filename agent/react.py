@@ -38,6 +38,7 @@ from agent.memory import Fitted, Memory, estimate_tokens
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
 from agent.tools.search import FIND_TOOLS, ToolSearch
+from agent.vision import REJECTED_NOTICE, Vision, has_images, image_message, without_images
 
 TERMINATE = "terminate"
 REPEAT_LIMIT = 3
@@ -136,8 +137,10 @@ class Agent:
         approval: ApprovalPolicy | None = None,
         agent_tools: Callable[[], Mapping[str, AgentTool]] | None = None,
         tool_search: ToolSearch | None = None,
+        vision: Vision = "auto",
     ) -> None:
         self.model = model
+        self.vision = vision  # auto turns off when the endpoint refuses an image
         # The agent's own tools besides terminate, asked for each step: they come and go
         # with what servers publish (read_resource once any server has resources).
         self._catalog_tools: Callable[[], Mapping[str, AgentTool]] = agent_tools or dict
@@ -271,7 +274,19 @@ class Agent:
                     "tokens); trimming older messages and sending it again",
                     "warning",
                 )
+            except ModelError as exc:
+                if not self._refused_images(exc, fitted.messages):
+                    raise
+                self.vision, last = "off", None  # text placeholders from now on
+                self.memory.rewrite(lambda m: without_images(m) if has_images(m) else m)
+                yield Notice(REJECTED_NOTICE, "warning")
         raise ContextOverflowError(self._no_room(tools_tokens))
+
+    def _refused_images(self, exc: ModelError, sent: list[dict[str, Any]]) -> bool:
+        """With vision auto, a request with images that the endpoint refused as invalid
+        (4xx) is taken as "this model cannot see"."""
+        refused = exc.status is not None and 400 <= exc.status < 500 and exc.status != 429
+        return self.vision == "auto" and refused and any(has_images(m) for m in sent)
 
     def _budget(self, tools_tokens: int) -> int:
         """Tokens (in our estimate's units) the messages may use; never negative.
@@ -416,6 +431,20 @@ class Agent:
                     done.text if done else "Error: cancelled by the user before it finished",
                     structured=done.structured if done else None,
                 )
+            self._attach_images(calls, results)
+
+    def _attach_images(self, calls: list[_Call], results: dict[str, Observation]) -> None:
+        """Images of this step's results, for the model, after them (see agent.vision)."""
+        if self.vision == "off":
+            return
+        images = [
+            (call.spec.server if call.spec else "agent", image)
+            for call in calls
+            if (done := results.get(call.id)) is not None
+            for image in done.images
+        ]
+        if (message := image_message(images)) is not None:
+            self.memory.add_images(message)
 
     async def _refusal(self, call: _Call) -> str | None:
         if call.spec is None:

@@ -46,6 +46,7 @@ from agent.tools.search import BUDGET_SHARE, SearchBudget, ToolSearch
 from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
 from agent.ui.safe import SafeConsole, clean, json_text, markdown
+from agent.vision import vision_mode
 
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
 CUT_SHORT = "cancelled by the user before it finished"
@@ -199,6 +200,7 @@ def build_agent(
         approval=ApprovalPolicy(mode=settings.ui.approval, ask=ask),
         agent_tools=catalog.agent_tools if catalog is not None else None,
         tool_search=tool_search(settings),
+        vision=vision_mode(settings.llm.vision),
     )
 
 

@@ -138,6 +138,9 @@ class ScriptedLLM:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.unexpected: list[int] = []
+        # A text-only model: a request carrying image parts gets a 400 (llama.cpp and
+        # vLLM answer so), and no scripted turn is used up.
+        self.reject_images = False
         self.models: list[str] = ["scripted-model"]
         self._lock = threading.Lock()
         self._stack = contextlib.ExitStack()
@@ -188,6 +191,9 @@ class ScriptedLLM:
             self.requests.append(body)
             self.headers.append({k.lower(): v for k, v in request.headers.items()})
             number = len(self.requests)
+            if self.reject_images and _has_image_parts(body):
+                message = "image input is not supported: this model has no vision"
+                return JSONResponse({"error": {"message": message, "type": "scripted"}}, 400)
             step = self.script.pop(0) if self.script else None
             if step is None:
                 self.unexpected.append(number)
@@ -198,6 +204,15 @@ class ScriptedLLM:
         if turn.delay:
             await asyncio.sleep(turn.delay)
         return _respond(turn, body)
+
+
+def _has_image_parts(body: dict[str, Any]) -> bool:
+    return any(
+        isinstance(part, dict) and part.get("type") == "image_url"
+        for message in body.get("messages") or []
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
 
 
 def _respond(turn: Turn, body: dict[str, Any]) -> Response:
