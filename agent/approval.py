@@ -1,8 +1,9 @@
 """Who may run what: MCP annotations plus the user's choices.
 
-Read-only tools run freely. Others need a yes from the human (a callback injected by the
-front end), `--yes`, or an earlier "always" for that exact (server, tool) pair, so one
-server can never inherit another server's approval.
+Read-only tools run freely, and so do the tools the user's config trusts (`trust`). Others
+need a yes from the human (a callback injected by the front end), `--yes`, or an earlier
+"always" for that exact (server, tool) pair, so one server can never inherit another
+server's approval.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ class ApprovalPolicy:
 
     mode: Mode = "ask"
     ask: AskFn | None = None
-    always: set[tuple[str, str]] = field(default_factory=set)
+    always: set[tuple[str, str]] = field(default_factory=set)  # said "always" this session
+    # The config's `trust`: (server, tool) -> approved without asking, in every mode.
+    trusted: Callable[[str, str], bool] = field(default=lambda server, tool: False)
 
     def needs_approval(self, spec: ToolSpec) -> bool:
-        if spec.read_only or self.mode == "yes":
+        if spec.read_only or self.mode == "yes" or self.trusted(spec.server, spec.name):
             return False
         return (spec.server, spec.name) not in self.always
 

@@ -119,6 +119,10 @@ class ServerConfig(_Frozen):
     # Folders offered as MCP roots: a list, false (none), or None ([agent] roots decides).
     # build_settings resolves it to absolute paths, or False.
     roots: tuple[str, ...] | Literal[False] | None = None
+    # Tools approved without asking: true (all of this server's), or the server's own names.
+    trust: bool | tuple[str, ...] = False
+    # The mcpServers file this server was read from (where /approve save writes `trust`).
+    config_file: str | None = Field(default=None, exclude=True)
 
     @field_validator("name")
     @classmethod
@@ -130,6 +134,10 @@ class ServerConfig(_Frozen):
     def offered_roots(self) -> tuple[Path, ...]:
         """The folders this server is offered as roots (none unless configured)."""
         return tuple(Path(p) for p in self.roots) if self.roots else ()
+
+    def trusts(self, tool: str) -> bool:
+        """Whether the user's config approves `tool` (the server's own name) without asking."""
+        return self.trust is True or (isinstance(self.trust, tuple) and tool in self.trust)
 
     def wants_tool(self, tool: str) -> bool:
         """Apply include_tools / exclude_tools."""
@@ -147,6 +155,10 @@ class Settings(_Frozen):
     servers: tuple[ServerConfig, ...] = ()
     state_dir: Path = Path(".")
     workspace: Path = Path(".")
+
+    def trusts(self, server: str, tool: str) -> bool:
+        """Whether the config approves `server`'s own tool `tool` without asking."""
+        return any(s.name == server and s.trusts(tool) for s in self.servers)
 
     def redactor(self, environ: Mapping[str, str] | None = None) -> Redactor:
         """Every secret these settings (and the secret-named variables of `environ`) hold."""
@@ -286,7 +298,9 @@ def load_mcp_config(path: Path, environ: Mapping[str, str]) -> list[ServerConfig
         raise ConfigError(f"{path}: no 'mcpServers' object (found {found})")
     warn_if_world_readable(path, literal_secrets(doc.get(key), "", key))
     return [
-        parse_server(name, raw, environ, f"{path}: {key}.{name}")
+        parse_server(name, raw, environ, f"{path}: {key}.{name}").model_copy(
+            update={"config_file": str(path)}
+        )
         for name, raw in doc.get(key, {}).items()
     ]
 

@@ -197,7 +197,7 @@ def build_agent(
         max_steps=settings.agent.max_steps,
         context_window=settings.llm.context_window,
         reserve_tokens=settings.llm.max_tokens or DEFAULT_MAX_TOKENS,
-        approval=ApprovalPolicy(mode=settings.ui.approval, ask=ask),
+        approval=ApprovalPolicy(mode=settings.ui.approval, ask=ask, trusted=settings.trusts),
         agent_tools=catalog.agent_tools if catalog is not None else None,
         tool_search=tool_search(settings),
         vision=vision_mode(settings.llm.vision),

@@ -15,6 +15,7 @@ import shlex
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,6 +28,8 @@ from rich.text import Text
 from agent.approval import ApprovalRequest, Decision
 from agent.catalog import Catalog
 from agent.config import Settings
+from agent.config_files import save_trust
+from agent.errors import ConfigError
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.tools.registry import ToolRegistry
@@ -91,7 +94,11 @@ class Repl:
             ("clear", "forget the conversation", self._clear),
             ("history", "show the conversation so far", self._history),
             ("usage", "tokens used this session", self._usage),
-            ("approve", "show or set approval: /approve [ask|yes|read-only]", self._approve),
+            (
+                "approve",
+                "show or set approval: /approve [ask|yes|read-only], or /approve save",
+                self._approve,
+            ),
             ("save", "export the conversation as Markdown: /save [file.md]", self._save),
             ("exit", "leave (also Ctrl-D)", self._exit),
             ("quit", "leave", self._exit),
@@ -115,7 +122,7 @@ class Repl:
         if command == "tools":
             return [*self.registry.servers, *self.registry.tools]
         if command == "approve":
-            return ["ask", "yes", "read-only"]
+            return ["ask", "yes", "read-only", "save"]
         if command == "prompt":
             return [p.name for _, p in self.catalog.prompts]
         if command in ("resources", "prompts", "servers"):
@@ -262,6 +269,9 @@ class Repl:
         )
         answer = (answer or "").lower()
         if answer in ("a", "always"):
+            if self.registry.servers[request.server].config.config_file:
+                hint = "(allowed for this session; /approve save keeps it in the config)"
+                self.console.print(Text(hint, style="dim"))
             return "always"
         return "yes" if answer in ("y", "yes") else "no"
 
@@ -491,15 +501,46 @@ class Repl:
 
     async def _approve(self, arg: str) -> None:
         policy = self.agent.approval
+        if arg == "save":
+            self._save_trust()
+            return
         if arg in ("ask", "yes", "read-only"):
             policy.mode = arg  # type: ignore[assignment]
         elif arg:
             self.console.print(
-                Text(f"unknown mode {arg!r}: use ask, yes or read-only", style="yellow")
+                Text(f"unknown mode {arg!r}: use ask, yes, read-only or save", style="yellow")
             )
             return
         always = ", ".join(f"{s} › {t}" for s, t in sorted(policy.always)) or "none"
         self.console.print(Text(f"approval: {policy.mode}; always allowed: {always}"))
+        trusted = [
+            f"{cfg.name} › {'*' if cfg.trust is True else ', '.join(cfg.trust)}"
+            for cfg in self.settings.servers
+            if cfg.trust
+        ]
+        if trusted:
+            self.console.print(Text(f"trusted in the config: {'; '.join(trusted)}"))
+
+    def _save_trust(self) -> None:
+        """Write this session's "always" answers into each server's mcpServers entry."""
+        by_server: dict[str, list[str]] = {}
+        for server, tool in sorted(self.agent.approval.always):
+            by_server.setdefault(server, []).append(tool)
+        if not by_server:
+            self.console.print(Text("nothing to save: no tool was allowed 'always'", "dim"))
+        for server, tools in by_server.items():
+            cfg = self.registry.servers[server].config
+            if cfg.config_file is None:
+                line = f'{server}: not from an mcpServers file; add "trust" to its entry'
+                self.console.print(Text(line, style="yellow"))
+                continue
+            try:
+                added = save_trust(Path(cfg.config_file), server, tools)
+            except ConfigError as exc:
+                self.console.print(Text(exc.message, style="red"))
+                continue
+            done = ", ".join(added) if added else "already there"
+            self.console.print(Text(f"{cfg.config_file}: {server} trust += {done}"))
 
     async def _save(self, arg: str) -> None:
         session = self.transcript.session_id if self.transcript else "session"

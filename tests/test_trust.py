@@ -1,0 +1,101 @@
+"""Trust per tool in the config: `trust` (true, or the server's own tool names) approves
+those tools without asking, in the REPL and in single-shot runs without --yes; the
+approval prompt's "always" is written back to the mcpServers file by `/approve save`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent.approval import ApprovalPolicy, ApprovalRequest
+from agent.config import build_settings
+from agent.tools.registry import ToolRegistry
+from tests.cli import run_cli
+from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.fake_model import FakeModel, answer, calls
+from tests.servers import time_server_command
+from tests.test_repl import drive
+
+pytestmark = pytest.mark.anyio
+
+
+def write_config(tmp_path: Path, **extra: object) -> Path:
+    command, args = time_server_command()
+    config = tmp_path / "mcp.json"
+    server = {"command": command, "args": args, **extra}
+    config.write_text(json.dumps({"mcpServers": {"time": server}}, indent=2))
+    config.chmod(0o640)
+    return config
+
+
+def settings_from(config: Path, tmp_path: Path):  # noqa: ANN201 - Settings
+    return build_settings(
+        config_path=None, mcp_config_path=config, cli_server=None, environ={}, workspace=tmp_path
+    ).model_copy(update={"state_dir": tmp_path / "state"})
+
+
+@pytest.fixture
+async def registry(tmp_path: Path) -> AsyncIterator[ToolRegistry]:
+    settings = settings_from(write_config(tmp_path), tmp_path)
+    async with ToolRegistry(settings, reserved_names={"terminate"}) as reg:
+        assert await reg.connect_all() == []
+        for name, spec in list(reg.tools.items()):  # as if it carried no annotations
+            reg.tools[name] = spec.__class__(**{**spec.__dict__, "read_only": False})
+        yield reg
+
+
+async def test_always_then_approve_save_writes_trust_that_the_next_run_honours(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    model = FakeModel([calls(("time__get_current_time", {"timezone": "UTC"})), answer("one")])
+    policy = ApprovalPolicy(mode="ask")
+    out, _ = await drive(registry, model, ["t1", "a", "/approve save"], tmp_path, approval=policy)
+    config = tmp_path / "mcp.json"
+    assert "/approve save keeps it in the config" in out
+    assert "time trust += get_current_time" in out
+    entry = json.loads(config.read_text())["mcpServers"]["time"]
+    assert entry["trust"] == ["get_current_time"]
+    assert config.stat().st_mode & 0o777 == 0o640  # its permissions kept
+    settings = settings_from(config, tmp_path)
+    assert settings.trusts("time", "get_current_time")
+    assert not settings.trusts("time", "convert_time")
+    trusted = ApprovalPolicy(mode="ask", ask=None, trusted=settings.trusts)  # a script
+    spec = registry.tools["time__get_current_time"]
+    request = ApprovalRequest("time", spec.name, "time__get_current_time", {}, spec)
+    assert (await trusted.check(request)).allowed
+    other = registry.tools["time__convert_time"]
+    refused = ApprovalRequest("time", other.name, "time__convert_time", {}, other)
+    assert not (await trusted.check(refused)).allowed
+
+
+def test_a_trusted_tool_runs_in_a_single_shot_run_without_yes(tmp_path: Path) -> None:
+    """mcp-server-git's tools carry no approval the agent would honour without asking
+    (git_add writes); `trust` lets a script run exactly the tools named."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a.txt").write_text("a\n")
+    args = ["-m", "mcp_server_git", "--repository", str(repo)]
+    server = {"command": sys.executable, "args": args, "trust": ["git_add"]}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"git": server}}))
+    script = [
+        tool_calls(("git__git_add", {"repo_path": str(repo), "files": ["a.txt"]})),
+        tool_calls(("git__git_reset", {"repo_path": str(repo)})),
+        text("done"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            ["--mcp-config", str(config), "-p", "stage it", "--output", "json"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+    assert proc.returncode == 0, proc.stderr
+    calls_made = json.loads(proc.stdout)["tool_calls"]
+    assert not calls_made[0]["is_error"]  # trusted: ran
+    assert calls_made[1]["is_error"] and "Not run" in calls_made[1]["output"]  # not trusted
