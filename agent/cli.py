@@ -143,12 +143,18 @@ def run(
     mcp_config: Annotated[
         Path | None,
         typer.Option(
-            "--mcp-config", help="mcpServers JSON (default config/mcp.json when it exists)."
+            "--mcp-config",
+            help="mcpServers JSON, or another client's by name: claude, cursor, vscode "
+            "(default: ~/.config/mcp-agent/mcp.json and config/mcp.json, those that exist).",
         ),
     ] = None,  # noqa: E501
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="TOML settings (default config/config.toml when it exists)."),
+        typer.Option(
+            "--config",
+            help="TOML settings (default config/config.toml, "
+            "else ~/.config/mcp-agent/config.toml).",
+        ),
     ] = None,  # noqa: E501
     prompt: Annotated[
         str | None,

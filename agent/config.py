@@ -16,13 +16,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent.config_files import default_files, find_mcp_config
 from agent.errors import ConfigError
 from agent.redact import PATTERNS_ONLY, Redactor, header_secrets, is_secret_name
 
 Transport = Literal["stdio", "sse", "http", "openapi"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = Path("config/config.toml")
-DEFAULT_MCP_CONFIG = Path("config/mcp.json")
 BUNDLED_SERVER_NAME = "local"
 
 _TYPE_ALIASES: dict[str, Transport] = {
@@ -155,6 +155,7 @@ class Settings(_Frozen):
     servers: tuple[ServerConfig, ...] = ()
     state_dir: Path = Path(".")
     workspace: Path = Path(".")
+    config_files: tuple[str, ...] = ()  # the files these settings were read from
 
     def trusts(self, server: str, tool: str) -> bool:
         """Whether the config approves `server`'s own tool `tool` without asking."""
@@ -426,7 +427,8 @@ def build_settings(
     `flags` holds per-section overrides from the command line ({"llm": {"model": ...}}).
     Explicit paths must exist; the default paths are used only when present.
     """
-    path = config_path or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    default_toml, default_mcp = default_files(environ, DEFAULT_CONFIG.parent)
+    path = config_path or default_toml
     sections = _resolve_sections(path, environ, flags or {})
     where = str(path) if path else "settings"
     try:
@@ -437,12 +439,16 @@ def build_settings(
         section = next(n for n, m in _SECTION_MODELS.items() if exc.title == m.__name__)
         raise ConfigError(_validation_message(exc, f"{where}: [{section}]")) from None
 
-    mcp_path = mcp_config_path or (DEFAULT_MCP_CONFIG if DEFAULT_MCP_CONFIG.is_file() else None)
-    servers = load_mcp_config(mcp_path, environ) if mcp_path else []
+    mcp_paths = [find_mcp_config(mcp_config_path, environ)] if mcp_config_path else default_mcp
+    by_name: dict[str, ServerConfig] = {}
+    for mcp_path in mcp_paths:  # a later file's entry wins (the project's over the user's)
+        by_name.update((s.name, s) for s in load_mcp_config(mcp_path, environ))
+    servers = list(by_name.values())
     if cli_server is not None:
-        if any(s.name == cli_server.name for s in servers):
+        if clash := by_name.get(cli_server.name):
             raise ConfigError(
-                f"server name '{cli_server.name}' is used in {mcp_path} and on the command line"
+                f"server name '{cli_server.name}' is used in {clash.config_file} and on the "
+                "command line"
             )
         servers.append(cli_server)
     root = (workspace or Path.cwd()).resolve()
@@ -456,6 +462,7 @@ def build_settings(
         servers=tuple(enabled),
         state_dir=default_state_dir(environ),
         workspace=root,
+        config_files=tuple(str(p) for p in ([path] if path else []) + mcp_paths),
     )
 
 

@@ -1,9 +1,13 @@
-"""Writing back to the user's own config files: a tool approved "always" can be kept as
-the server's `trust` in the mcpServers file it came from (only when the user asks, with
-`/approve save`).
+"""Where users keep their config, and writing back to it.
 
-The file is read again, changed in that one entry and replaced atomically with its mode
-kept; a file that cannot be read or no longer holds the server is left alone.
+Finding: besides ./config/, a user-level folder (`$MCP_AGENT_CONFIG_DIR`, else
+`$XDG_CONFIG_HOME/mcp-agent`, else `~/.config/mcp-agent`), and the files other MCP clients
+keep by name (`--mcp-config claude|cursor|vscode`), so a user points at what they have.
+
+Writing: a tool approved "always" can be kept as the server's `trust` in the mcpServers file
+it came from (only when the user asks, with `/approve save`). The file is read again,
+changed in that one entry and replaced atomically with its mode kept; a file that cannot be
+read or no longer holds the server is left alone.
 """
 
 from __future__ import annotations
@@ -11,10 +15,79 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from agent.errors import ConfigError
+
+APP_DIR = "mcp-agent"
+# Other clients' mcpServers files, by the name a user knows them by; the first that exists
+# is read. Relative paths are the project's own (from the working directory).
+WELL_KNOWN: dict[str, tuple[str, ...]] = {
+    "claude": (
+        "~/.config/Claude/claude_desktop_config.json",
+        "~/Library/Application Support/Claude/claude_desktop_config.json",
+        "$APPDATA/Claude/claude_desktop_config.json",
+    ),
+    "cursor": (".cursor/mcp.json", "~/.cursor/mcp.json"),
+    "vscode": (
+        ".vscode/mcp.json",
+        "~/.config/Code/User/mcp.json",
+        "~/Library/Application Support/Code/User/mcp.json",
+        "$APPDATA/Code/User/mcp.json",
+    ),
+}
+ALIASES = {"claude-desktop": "claude", "code": "vscode", "vs-code": "vscode"}
+
+
+def user_config_dir(environ: Mapping[str, str]) -> Path | None:
+    """The user's own config folder; None when the environment names no home at all."""
+    if environ.get("MCP_AGENT_CONFIG_DIR"):
+        return Path(environ["MCP_AGENT_CONFIG_DIR"])
+    if environ.get("XDG_CONFIG_HOME"):
+        return Path(environ["XDG_CONFIG_HOME"]) / APP_DIR
+    if environ.get("HOME"):
+        return Path(environ["HOME"]) / ".config" / APP_DIR
+    return None
+
+
+def _place(pattern: str, environ: Mapping[str, str]) -> Path | None:
+    if pattern.startswith("~/"):
+        home = environ.get("HOME")
+        return Path(home) / pattern[2:] if home else None
+    if pattern.startswith("$APPDATA/"):
+        appdata = environ.get("APPDATA")
+        return Path(appdata) / pattern[len("$APPDATA/") :] if appdata else None
+    return Path(pattern)
+
+
+def find_mcp_config(value: Path, environ: Mapping[str, str]) -> Path:
+    """`--mcp-config`: a path, or a well-known client's file by name (claude, cursor,
+    vscode). A path that exists wins over a name."""
+    name = ALIASES.get(str(value).lower(), str(value).lower())
+    if value.exists() or name not in WELL_KNOWN:
+        return value
+    places = [p for p in (_place(pat, environ) for pat in WELL_KNOWN[name]) if p is not None]
+    for place in places:
+        if place.is_file():
+            return place
+    looked = ", ".join(str(p) for p in places)
+    raise ConfigError(f"--mcp-config {value}: no {name} config found (looked in {looked})")
+
+
+def default_files(environ: Mapping[str, str], project: Path) -> tuple[Path | None, list[Path]]:
+    """The settings file and the mcpServers files read when none is named.
+
+    Settings: `./config/config.toml`, else the user's `config.toml` (one file: a project
+    that has its own settings means them). Servers: the user's `mcp.json` and then
+    `./config/mcp.json`, both (the project's entry wins for a name in both): servers a user
+    keeps for every project stay available in each.
+    """
+    user = user_config_dir(environ)
+    tomls = [project / "config.toml", *([user / "config.toml"] if user else [])]
+    toml = next((p for p in tomls if p.is_file()), None)
+    servers = [*([user / "mcp.json"] if user else []), project / "mcp.json"]
+    return toml, [p for p in servers if p.is_file()]
 
 
 def save_trust(path: Path, server: str, tools: Iterable[str]) -> list[str]:

@@ -119,6 +119,9 @@ async def connected(
 ) -> AsyncIterator[ToolRegistry]:
     """Connect every server; report failures by name and carry on with the rest."""
     callbacks = requests.callbacks if requests is not None else None
+    if settings.ui.verbose:  # -v: which files these settings came from
+        files = ", ".join(settings.config_files) or "none (defaults)"
+        stderr.print(f"config files read: {files}", markup=False, highlight=False, style="dim")
     async with ToolRegistry(
         settings, reserved_names=AGENT_TOOL_NAMES, callbacks=callbacks
     ) as registry:

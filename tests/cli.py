@@ -18,7 +18,9 @@ RUN_MCP = str(REPO_ROOT / "run_mcp.py")
 
 def cli_env(workdir: Path, base_url: str | None, api_key: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    # The machine's own ~/.config/mcp-agent must not leak into a test either.
     env |= {"MCP_AGENT_STATE_DIR": str(workdir / "state"), "NO_COLOR": "1"}
+    env["XDG_CONFIG_HOME"] = str(workdir / "xdg-config")
     if base_url:
         env["OPENAI_BASE_URL"] = base_url
     if api_key:

@@ -368,6 +368,8 @@ class Repl:
             roots = getattr(server, "roots", ())
             offered = ", ".join(str(r) for r in roots) if roots else "none"
             self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
+        files = ", ".join(self.settings.config_files) or "none (defaults)"
+        self.console.print(Text(f"config files read: {files}", style="dim"))
         for name, tail in tails:
             self.console.print(Text(f"last stderr of {name}:", style="bold"))
             self.console.print(Text("\n".join(tail), style="dim"))

@@ -1,0 +1,75 @@
+"""Config where users keep it: a user-level folder besides ./config/, other clients' files
+by name (`--mcp-config claude|cursor|vscode`), and which files were read (-v, /servers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.config import build_settings
+from agent.errors import ConfigError
+from tests.cli import run_cli
+from tests.fake_llm import ScriptedLLM, text
+from tests.servers import time_server_command
+
+
+def write(path: Path, doc: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def settings(tmp_path: Path, mcp: Path | None = None):  # noqa: ANN201 - Settings
+    env = {"HOME": str(tmp_path / "home")}
+    return build_settings(
+        config_path=None, mcp_config_path=mcp, cli_server=None, environ=env, workspace=tmp_path
+    )
+
+
+def test_user_and_project_servers_are_both_read_the_project_winning_a_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    user = tmp_path / "home" / ".config" / "mcp-agent"
+    write(user / "mcp.json", {"mcpServers": {"mine": {"command": "a"}, "both": {"command": "u"}}})
+    (user / "config.toml").write_text('[llm]\nmodel = "from-user"\n')
+    project = write(tmp_path / "config" / "mcp.json", {"mcpServers": {"both": {"command": "p"}}})
+    got = settings(tmp_path)
+    assert {s.name: s.command for s in got.servers} == {"mine": "a", "both": "p"}
+    assert got.llm.model == "from-user"  # no ./config/config.toml: the user's settings
+    assert got.config_files == (
+        str(user / "config.toml"),
+        str(user / "mcp.json"),
+        str(project.relative_to(tmp_path)),
+    )
+
+
+def test_well_known_files_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    claude = tmp_path / "home" / ".config" / "Claude" / "claude_desktop_config.json"
+    write(claude, {"mcpServers": {"desk": {"command": "x"}}})
+    write(
+        tmp_path / ".vscode" / "mcp.json", {"servers": {"code": {"type": "stdio", "command": "y"}}}
+    )
+    assert [s.name for s in settings(tmp_path, Path("claude")).servers] == ["desk"]
+    assert [s.name for s in settings(tmp_path, Path("vscode")).servers] == ["code"]
+    with pytest.raises(ConfigError, match=r"no cursor config found \(looked in .*\.cursor"):
+        settings(tmp_path, Path("cursor"))
+
+
+def test_verbose_says_which_files_were_read(tmp_path: Path) -> None:
+    command, args = time_server_command()
+    vscode = {"servers": {"time": {"type": "stdio", "command": command, "args": args}}}
+    write(tmp_path / ".vscode" / "mcp.json", vscode)
+    with ScriptedLLM(text("hello")) as llm:
+        proc = run_cli(
+            ["--mcp-config", "vscode", "-v", "-p", "hi"], tmp_path, base_url=llm.base_url
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "config files read: .vscode/mcp.json" in proc.stderr
+    assert [t["function"]["name"] for t in llm.requests[0]["tools"]][:2] == [
+        "time__convert_time",
+        "time__get_current_time",
+    ]
