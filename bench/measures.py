@@ -32,7 +32,7 @@ FANOUT = 8
 RAW_CALLS = 200
 RAW_MODEL_REQUESTS = 60  # bare HTTP round trips to the scripted model (the floor's model side)
 
-Compare = Literal["ratio", "delta"]
+Compare = Literal["ratio", "delta", "at_most"]  # at_most: our number against an absolute target
 
 
 @dataclass
@@ -52,6 +52,8 @@ class Row:
     def value(self) -> float | None:
         if self.baseline is None or self.compare is None:
             return None
+        if self.compare == "at_most":
+            return self.ours
         if self.compare == "ratio":
             return self.ours / self.baseline if self.baseline else None
         return self.ours - self.baseline

@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the repo, first
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench import measures  # noqa: E402
+from bench import measures, scale  # noqa: E402
 from bench.measures import Comparison, Row  # noqa: E402
 
 DEFAULT_JSON = REPO_ROOT / "bench" / "results.json"
@@ -44,7 +44,10 @@ def _fmt(value: float | None, unit: str) -> str:
 
 
 def _cells(row: Row) -> list[str]:
-    if row.compare == "ratio":
+    if row.compare == "at_most":
+        value = "-" if row.baseline is None else f"{row.ours - row.baseline:+.3f} {row.unit}"
+        target = "-" if row.target is None else f"<= {row.target:g} {row.unit}"
+    elif row.compare == "ratio":
         value = "-" if row.value is None else f"{row.value:.2f}x"
         target = "-" if row.target is None else f"<= {row.target:g}x"
     else:
@@ -144,6 +147,10 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     rows += attempt("concurrency", measures.concurrency)
     # --smoke only checks the bench still works: 2 servers show that as well as 8.
     rows += attempt("fanout", lambda: measures.fanout(2 if smoke else measures.FANOUT))
+    rows += attempt("tool_search", lambda: scale.tool_search(1 if smoke else 3, smoke))
+    rows += attempt("many_servers", lambda: scale.connect_many(4 if smoke else scale.MANY_SERVERS))
+    rows += attempt("huge_server", lambda: scale.huge_server(smoke))
+    rows += attempt("edges", lambda: scale.edges(reps, warmup=not smoke))
     comparisons: list[Comparison] = []
     try:
         comparisons.append(measures.fast_agent(state["startup"], 3, smoke))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -292,7 +293,41 @@ async def _sdk_connect_all_seconds(servers: tuple[ServerConfig, ...]) -> float:
     return elapsed
 
 
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def connect_many(a: dict[str, Any]) -> dict[str, Any]:
+    """Many servers at once: connect_all vs the bare SDK, alternating, 3 rounds each."""
+    environ = {"MCP_AGENT_STATE_DIR": str(Path(a["root"]) / "state")}
+    settings = build_settings(
+        config_path=None,
+        mcp_config_path=Path(a["mcp_config"]),
+        cli_server=None,
+        environ=environ,
+        workspace=Path(a["root"]),
+    )
+    ours: list[float] = []
+    sdk: list[float] = []
+    before = _rss_mib()
+    for _ in range(3):
+        sdk.append(await _sdk_connect_all_seconds(settings.servers))
+        ours.append((await _connect_seconds(settings))[0])
+    return {
+        "ours_seconds": statistics.median(ours),
+        "sdk_seconds": statistics.median(sdk),
+        "ours_runs": ours,
+        "sdk_runs": sdk,
+        "rss_growth_mib": _rss_mib() - before,
+        "servers": len(settings.servers),
+    }
+
+
 MODES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "connect_many": connect_many,
     "server_start": server_start,
     "steps": steps,
     "fanout": fanout,

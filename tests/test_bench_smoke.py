@@ -27,6 +27,13 @@ MEASUREMENTS = {
     "concurrency",
     "fanout",
     "fanout_single",
+    "search_request_size",
+    "search_step_time",
+    "many_servers",
+    "huge_server_time",
+    "huge_server_rss",
+    "first_request",
+    "exit_tail",
 }
 COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
 
