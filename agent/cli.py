@@ -19,6 +19,7 @@ from agent.config import ServerConfig, Settings, build_settings
 from agent.errors import AgentError, ConfigError
 from agent.private import make_non_dumpable
 from agent.redact import PATTERNS_ONLY
+from agent.tools.prestart import Prestarts, prestart
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
@@ -210,19 +211,25 @@ def run(
     opts = dict(locals())
     settings = resolve_settings(opts, dict(os.environ))
     request = _single_shot_request(prompt, interactive)
-    from agent.session import run_repl, run_single  # heavy imports only once settings are valid
-
+    # A single-shot run's stdio servers start now, while the heavy imports below load.
+    prestarts = prestart(settings.servers, os.environ) if request is not None else Prestarts()
     try:
+        from agent.session import run_repl, run_single  # heavy: once settings are valid
+
         if request is None:
             code = run_repl(settings, resume=resume)
         else:
-            code = run_single(settings, request, output=_output(output), resume=resume)
+            code = run_single(
+                settings, request, output=_output(output), resume=resume, prestarts=prestarts
+            )
     except KeyboardInterrupt:  # typer would turn it into a silent exit 130
         print("interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except AgentError as exc:  # its message reaches the terminal: mask these settings' secrets
         exc.message = settings.redactor(os.environ)(exc.message)
         raise
+    finally:
+        prestarts.close()  # any the run did not get to (it failed before connecting)
     raise typer.Exit(code)
 
 

@@ -40,6 +40,7 @@ from agent.server_requests import ServerRequests
 from agent.signals import ended_by_signals
 from agent.text import valid_unicode
 from agent.tools.mcp import hasten_shutdown
+from agent.tools.prestart import Prestarts
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.search import BUDGET_SHARE, SearchBudget, ToolSearch
@@ -115,7 +116,10 @@ def verbosity(settings: Settings) -> int:
 
 @contextlib.asynccontextmanager
 async def connected(
-    settings: Settings, stderr: Console, requests: ServerRequests | None = None
+    settings: Settings,
+    stderr: Console,
+    requests: ServerRequests | None = None,
+    prestarts: Prestarts | None = None,
 ) -> AsyncIterator[ToolRegistry]:
     """Connect every server; report failures by name and carry on with the rest."""
     callbacks = requests.callbacks if requests is not None else None
@@ -123,7 +127,7 @@ async def connected(
         files = ", ".join(settings.config_files) or "none (defaults)"
         stderr.print(f"config files read: {files}", markup=False, highlight=False, style="dim")
     async with ToolRegistry(
-        settings, reserved_names=AGENT_TOOL_NAMES, callbacks=callbacks
+        settings, reserved_names=AGENT_TOOL_NAMES, callbacks=callbacks, prestarts=prestarts
     ) as registry:
         with _connecting(stderr, settings):
             async with anyio.create_task_group() as tg:
@@ -326,7 +330,9 @@ def print_answer(answer: str) -> None:
         sys.stdout.flush()
 
 
-async def _single(settings: Settings, request: str, output: str, resume: str | None) -> int:
+async def _single(
+    settings: Settings, request: str, output: str, resume: str | None, prestarts: Prestarts | None
+) -> int:
     stderr = SafeConsole(stderr=True)
     settings = with_local_server(settings, stderr)
     redact = settings.redactor(os.environ)
@@ -360,7 +366,7 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
             auto_approve=settings.ui.approval == "yes",
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
         )
-        async with connected(settings, stderr, requests) as registry:
+        async with connected(settings, stderr, requests, prestarts) as registry:
             record.servers = server_states(registry)
             if (problem := unavailable(registry)) is not None:
                 refused = RunFinished("error", None, 0, Usage(), problem)
@@ -394,8 +400,16 @@ async def _single(settings: Settings, request: str, output: str, resume: str | N
     return EXIT_CODES[done.status]
 
 
-def run_single(settings: Settings, request: str, *, output: str, resume: str | None) -> int:
-    return anyio.run(ended_by_signals, _single, settings, request, output, resume)
+def run_single(
+    settings: Settings,
+    request: str,
+    *,
+    output: str,
+    resume: str | None,
+    prestarts: Prestarts | None = None,
+) -> int:
+    """One request; `prestarts` are its stdio servers, started before the imports."""
+    return anyio.run(ended_by_signals, _single, settings, request, output, resume, prestarts)
 
 
 async def _repl(settings: Settings, resume: str | None) -> int:

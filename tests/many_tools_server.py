@@ -5,13 +5,15 @@ all in one page, the worst case for a client). Names come from verb x noun (`cre
 `archive_ticket`, ... numbered once the pairs run out), each with a description and a schema
 like real servers'. The last tool is `translate_klingon`, whose words no other tool uses:
 a search for "klingon" must find it among thousands. Written by hand (no SDK) so that
-50,000 tools start in well under a second. tools/call answers `called NAME with ARGS`.
+50,000 tools start in well under a second. tools/call answers `called NAME with ARGS by
+pid PID`.
 Each tools/list request is counted on stderr (`tools/list page N`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 VERBS = ["get", "list", "create", "update", "delete", "search", "archive", "export", "sync", "tag"]
@@ -83,7 +85,8 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": request_id, "result": listed})
     elif method == "tools/call":
         params = message["params"]
-        text = f"called {params['name']} with {json.dumps(params.get('arguments') or {})}"
+        arguments = json.dumps(params.get("arguments") or {})
+        text = f"called {params['name']} with {arguments} by pid {os.getpid()}"
         result = {"content": [{"type": "text", "text": text}]}
         send({"jsonrpc": "2.0", "id": request_id, "result": result})
     elif request_id is not None:

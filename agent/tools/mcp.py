@@ -44,6 +44,7 @@ import agent
 from agent.config import ServerConfig, server_env
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.base import ConnectProblem, ProgressFn, ServerStopped, ToolServer, ToolSpec
+from agent.tools.prestart import AdoptedProcess, Prestarted, stop_prestarted
 from agent.tools.unparsable import reply_error_for
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
@@ -127,6 +128,26 @@ def _parse_capped_line(line: str) -> Any:
 
 
 mcp_stdio._parse_line = _parse_capped_line
+_sdk_spawn = mcp_stdio._create_platform_compatible_process
+# A connection about to open its transport puts its prestarted process here (a list, so the
+# spawn below can take it even from a task that copied the context).
+_adopt: contextvars.ContextVar[list[Prestarted] | None] = contextvars.ContextVar(
+    "mcp_agent_adopt", default=None
+)
+
+
+async def _spawn_or_adopt(command: str, args: list[str], *rest: Any, **kw: Any) -> Any:
+    """The SDK's spawn, unless this connection's server was started before the imports."""
+    waiting = _adopt.get()
+    if waiting:
+        started = waiting.pop()
+        if started.argv == (command, *args):  # (one that died at start shows it as usual)
+            return await AdoptedProcess.adopt(started.popen)
+        stop_prestarted(started)
+    return await _sdk_spawn(command, args, *rest, **kw)
+
+
+mcp_stdio._create_platform_compatible_process = _spawn_or_adopt
 
 
 @dataclass(eq=False)
@@ -216,6 +237,7 @@ class MCPServerConnection(ToolServer):
         redactor: Redactor = PATTERNS_ONLY,
     ) -> None:
         super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
+        self.prestarted: Prestarted | None = None  # started before the imports, adopted once
         self._callbacks = callbacks or ClientCallbacks()
         # Roots come from the config (none unless set): the capability is declared only then.
         self.roots = config.offered_roots()
@@ -297,7 +319,12 @@ class MCPServerConnection(ToolServer):
                 # One bad byte on stdout would otherwise stall the connection for good.
                 encoding_error_handler="replace",
             )
-            return stdio_client(params, errlog=await self._stderr_pipe(stack))
+            started, self.prestarted = self.prestarted, None  # the first connect only
+            errlog = await self._stderr_pipe(stack, started.stderr if started else None)
+            if started is not None:
+                started.stderr = -1  # the log pump owns it now
+            _adopt.set([started] if started is not None else None)
+            return stdio_client(params, errlog=errlog)
         if cfg.type == "sse":
             return sse_client(
                 cfg.url or "", headers=dict(cfg.headers), timeout=self.connect_timeout
@@ -323,15 +350,21 @@ class MCPServerConnection(ToolServer):
         if replies is not None and MCP_SESSION_ID in response.request.headers:
             replies.refused.append((_jsonrpc_method(response.request), status))
 
-    async def _stderr_pipe(self, stack: contextlib.AsyncExitStack) -> IO[bytes]:
+    async def _stderr_pipe(
+        self, stack: contextlib.AsyncExitStack, read_fd: int | None = None
+    ) -> IO[bytes]:
         """A pipe for the server's stderr, pumped line by line into the log, redacted.
 
         The write end is closed here once the stack unwinds (the child keeps its copy); the
         pump drains what is left before it stops, so a crash's last words reach the log.
+        A prestarted server's stderr pipe (`read_fd`) already exists: only the pump starts.
         """
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(read_fd, False)
-        writer = stack.enter_context(os.fdopen(write_fd, "wb", buffering=0))
+        if read_fd is None:
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(read_fd, False)
+            writer = stack.enter_context(os.fdopen(write_fd, "wb", buffering=0))
+        else:  # the spawn is skipped, so this is never written to
+            writer = stack.enter_context(open(os.devnull, "wb"))  # noqa: SIM115, ASYNC230
         stack.callback(os.close, read_fd)  # LIFO: closed only after the pump task has ended
         tg = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_callback(self._stop_pump, tg, read_fd)

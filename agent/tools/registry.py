@@ -35,6 +35,7 @@ from agent.tools.base import (
     describe_exception,
 )
 from agent.tools.mcp import ClientCallbacks, MCPServerConnection, MessageHandler
+from agent.tools.prestart import Prestarts
 from agent.tools.results import Observation, error_observation, to_observation
 
 NAME_LIMIT = 64
@@ -183,8 +184,10 @@ class ToolRegistry:
         environ: Mapping[str, str] | None = None,
         reserved_names: Iterable[str] = (),
         callbacks: Callable[[str], ClientCallbacks] | None = None,
+        prestarts: Prestarts | None = None,
     ) -> None:
-        """`callbacks(server_name)` answers that server's requests (sampling, ...)."""
+        """`callbacks(server_name)` answers that server's requests (sampling, ...);
+        `prestarts` holds stdio servers started before the imports, for their connections."""
         self.settings = settings
         self._environ = os.environ if environ is None else environ
         self._reserved = frozenset(reserved_names)
@@ -205,6 +208,8 @@ class ToolRegistry:
         }
         for name, server in self.servers.items():  # a restarted server may list other tools
             server.max_tools = settings.agent.max_tools_per_server
+            if isinstance(server, MCPServerConnection) and prestarts is not None:
+                server.prestarted = prestarts.take(server.config)
             server.on_reconnected = functools.partial(self._schedule_refresh, name)
             if isinstance(server, MCPServerConnection):
                 server.on_log = functools.partial(self._server_log, name)
