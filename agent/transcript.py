@@ -172,6 +172,23 @@ def list_sessions(state_dir: Path, limit: int = 20) -> list[tuple[str, str]]:
     return out
 
 
+def save_export(text: str, state_dir: Path, session_id: str, name: str = "") -> Path:
+    """Write an export (/save) readable by its owner only: a conversation holds what the
+    tools read. With no name it goes to `<state>/exports/`, not the working directory,
+    where it would sit in a checkout one `git add .` away from being published."""
+    if name:
+        path = Path(name).expanduser()
+    else:
+        folder = state_dir / "exports"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = folder / f"{session_id}.md"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fd, 0o600)  # a file that existed keeps its old mode otherwise
+        fh.write(valid_unicode(text))
+    return path
+
+
 def to_markdown(messages: list[Message]) -> str:
     """A readable export for /save."""
     parts = ["# Conversation\n"]

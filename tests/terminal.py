@@ -44,6 +44,15 @@ class Terminal:
         """Everything on screen and in the scroll-back, as plain text."""
         return self._tmux("capture-pane", "-p", "-J", "-S", "-5000")
 
+    def record(self, path: Path) -> None:
+        """Append every byte the program writes from now on to `path` (what a screen
+        capture cannot show: text drawn and then overwritten)."""
+        self._tmux("pipe-pane", "-o", f"cat >> {shlex.quote(str(path))}")
+
+    def visible(self) -> str:
+        """Only what is on screen now, without the scroll-back."""
+        return self._tmux("capture-pane", "-p", "-J")
+
     def send(self, *keys: str) -> None:
         """tmux key names: 'Enter', 'C-c', 'C-d', or literal text with -l via type()."""
         self._tmux("send-keys", *keys)

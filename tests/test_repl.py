@@ -197,14 +197,26 @@ async def test_clear_forgets_and_is_recorded(registry: ToolRegistry, tmp_path: P
     assert [m["content"] for m in load(repl.transcript.path).messages] == ["two", "second"]  # type: ignore[union-attr]
 
 
-async def test_long_arguments_are_shown_whole_before_approval(
+async def test_padded_arguments_show_their_beginning_and_end_and_what_is_hidden(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:
-    """A command padded with spaces must not hide its tail from the person approving it."""
+    """A command padded with 20,000 spaces must hide neither its start (it scrolled away
+    above the question) nor its tail; a long value says how much of it is not shown."""
     for name, spec in list(registry.tools.items()):  # make it ask (see above)
         registry.tools[name] = spec.__class__(**{**spec.__dict__, "read_only": False})
-    sneaky = {"timezone": "UTC" + " " * 300 + "; touch PWNED"}
+    sneaky = {
+        "timezone": "rm -rf ~/important" + " " * 20_000 + "; touch PWNED",
+        "note": "N" * 5_000,
+        "key": "sk-proj-abcdefgh12345678",
+    }
     model = FakeModel([calls(("time__get_current_time", sneaky)), answer("not run")])
     policy = ApprovalPolicy(mode="ask")
     text, _ = await drive(registry, model, ["time?", "n"], tmp_path, approval=policy)
-    assert "; touch PWNED" in text
+    asked = text[text.index("timezone: ") : text.index("▸ time › get_current_time")]
+    assert "timezone: rm -rf ~/important⟨20,000 spaces⟩; touch PWNED" in asked
+    assert (
+        "… 4,000 more characters …" in asked and asked.count("N") == 1 + 800 + 200
+    )  # PWNED, head, tail
+    assert "sk-proj-abcdefgh12345678" not in asked and "[REDACTED]" in asked
+    assert len(asked) < 2_000  # the question and the command's start fit on one screen
+    assert "declined to run" in model.requests[-1][-1]["content"]

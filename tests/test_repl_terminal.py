@@ -246,3 +246,21 @@ def test_an_answer_full_of_control_characters_streams_once(
     assert "\\x07\\x1b\\x07\\x1b" in screen  # shown, not executed (nor dropped)
     for i in (1, 8, 15):
         assert screen.count(f"end of line {i}.") == 1, screen
+
+
+def test_a_padded_command_keeps_its_beginning_on_screen_at_approval(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    """20,000 spaces between `rm -rf` and its tail: both stay on screen with the question."""
+    command = "rm -rf ~/nothing-here" + " " * 20_000 + "; echo done"
+    script = [tool_calls(("local__bash", {"command": command})), text("not run")]
+    with ScriptedLLM(*script) as llm:
+        term = start(terminals, llm, workspace, "padded-approval")
+        term.type("clean up")
+        term.wait_for(r"Run local › bash \(arguments above\)\?")
+        screen = term.visible()
+        term.type("n")
+        term.wait_for(r"not run")
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert "command: rm -rf ~/nothing-here⟨20,000 spaces⟩; echo done" in screen, screen

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,12 +14,17 @@ import pytest
 
 from agent.config import ServerConfig, Settings, load_mcp_config
 from agent.errors import ConfigError
+from agent.events import AssistantMessage, TextDelta
 from agent.redact import _PATTERNS, _TRIGGER, MASK, Redactor
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, load
+from agent.ui.render import EventRenderer
+from agent.ui.safe import SafeConsole
 from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, error, text, tool_calls
-from tests.servers import free_port
+from tests.servers import REPO_ROOT, free_port
+from tests.terminal import Terminal
+from tests.test_repl_terminal import PROMPT, agent_env
 
 API_KEY = "sk-test-SECRET-123"
 TOKEN = "tok-SECRET-456"
@@ -291,3 +299,80 @@ def test_the_pattern_fast_path_never_skips_text_a_pattern_masks(secret_text: str
     assert any(pattern.search(secret_text) for _, pattern, _ in _PATTERNS), secret_text
     assert _TRIGGER.search(secret_text)
     assert MASK in Redactor.of([])(secret_text)
+
+
+BEARER = "Bearer abcd1234efgh5678"  # a credential nobody told us about, in a tool's output
+LEAKY_ANSWER = f"Found them: {BEARER}, key {API_KEY} and token {TOKEN} in the config."
+
+
+def test_single_shot_answer_on_stdout_is_masked(tmp_path: Path) -> None:
+    with ScriptedLLM(text(LEAKY_ANSWER)) as llm:
+        proc = run_cli(
+            ["-p", "find the keys"],
+            tmp_path,
+            base_url=llm.base_url,
+            api_key=API_KEY,
+            extra_env={"MCP_TOKEN": TOKEN},
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"Found them: Bearer {MASK}, key {MASK} and token {MASK} in the config.\n"
+    assert "abcd1234efgh5678" not in proc.stdout + proc.stderr
+    assert_no_secret(proc.stdout + proc.stderr, "the single-shot output")
+    assert_no_secret_in_files(tmp_path)
+
+
+def test_streamed_answer_never_shows_a_secret_split_across_chunks() -> None:
+    """The live region shows the answer without its last word: a secret arriving in
+    pieces is masked once whole, never drawn half."""
+    out = io.StringIO()
+    console = SafeConsole(file=out, force_terminal=True, width=100)
+    renderer = EventRenderer(console, stream_answer=True, redact=Redactor.of([API_KEY, TOKEN]))
+    for start in range(0, len(LEAKY_ANSWER), 3):
+        renderer.handle(TextDelta(LEAKY_ANSWER[start : start + 3]))
+        shown = renderer.streamed()
+        for piece in ("abcd", "sk-t", "tok-"):
+            assert piece not in shown, (start, shown)
+    renderer.handle(AssistantMessage(LEAKY_ANSWER, ()))
+    screen = out.getvalue()
+    assert f"Found them: Bearer {MASK}, key {MASK} and token {MASK}" in screen
+    assert "abcd1234efgh5678" not in screen and "tok-" not in screen
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None and os.environ.get("CI") != "true", reason="tmux")
+def test_repl_answer_and_save_leak_no_secret(tmp_path: Path) -> None:
+    """A real terminal: every byte the REPL writes is recorded while a secret streams in
+    3-character chunks; /save writes a private file into the state folder, not the
+    working directory; no file under tmp_path holds a secret."""
+    workspace, state = tmp_path / "ws", tmp_path / "state"
+    workspace.mkdir()
+    raw = tmp_path / "raw-terminal-output.txt"
+    with ScriptedLLM(text(LEAKY_ANSWER, chunk=3, pace=0.005)) as llm:
+        env = agent_env(llm.base_url, state)
+        env.update(OPENAI_API_KEY=API_KEY, MCP_TOKEN=TOKEN)
+        term = Terminal(
+            [sys.executable, str(REPO_ROOT / "run_mcp.py")],
+            cwd=workspace,
+            env=env,
+            log=tmp_path / "secrets.screen.txt",
+        )
+        try:
+            term.wait_for(PROMPT)
+            term.record(raw)
+            term.type("find the keys")
+            term.wait_for(r"in the config\.[ ]*" + PROMPT)
+            term.type("/save")
+            term.wait_for(r"saved 2 messages to .*exports")
+            term.type("/exit")
+            assert term.exit_code() == 0
+        finally:
+            term.close()
+    written = raw.read_text(errors="replace")
+    assert "Found them: Bearer" in written  # the recording holds the answer ...
+    for piece in ("abcd", "sk-t", "tok-"):
+        assert piece not in written  # ... and no secret, not even a part of one
+    exports = list((state / "exports").iterdir())
+    assert len(exports) == 1 and MASK in exports[0].read_text()
+    assert exports[0].stat().st_mode & 0o777 == 0o600
+    assert (state / "exports").stat().st_mode & 0o777 == 0o700
+    assert list(workspace.iterdir()) == []  # nothing written into the working directory
+    assert_no_secret_in_files(tmp_path)

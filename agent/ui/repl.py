@@ -33,13 +33,13 @@ from agent.errors import ConfigError
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.tools.registry import ToolRegistry
-from agent.transcript import Transcript, to_markdown
+from agent.transcript import Transcript, save_export, to_markdown
+from agent.ui import arguments
 from agent.ui.forms import ask_form
 from agent.ui.render import EventRenderer, compact_json
 from agent.ui.safe import clean
 
 Handler = Callable[[str], Awaitable[bool | None]]
-APPROVAL_INLINE = 200  # characters of arguments shown inside the approval question
 STATE_STYLES = {
     "ready": "green",
     "failed": "red",
@@ -256,13 +256,14 @@ class Repl:
     async def ask(self, request: ApprovalRequest) -> Decision:
         """Approval prompt; Ctrl-C or anything unclear counts as no.
 
-        The person approves what will run, so arguments are never cut: long ones are shown in
-        full above the question (a command padded with spaces must not hide its tail).
+        Long arguments are shown above the question, each with its beginning whole, long
+        blank runs counted and long values cut in the middle with what was left out said
+        (a command padded with spaces can hide neither its start nor its tail); secrets
+        are masked as everywhere else.
         """
-        args = json.dumps(request.arguments, ensure_ascii=False, separators=(", ", ": "))
-        if len(args) > APPROVAL_INLINE:
-            pretty = json.dumps(request.arguments, ensure_ascii=False, indent=2)
-            self.console.print(Text(pretty, style="bold"), soft_wrap=True)
+        args = arguments.inline(request.arguments, self.registry.redact)
+        if args is None:
+            self.console.print(arguments.block(request.arguments, self.registry.redact))
             args = "(arguments above)"
         answer = await self.question(
             f"Run {request.server} › {request.tool} {args}? [y]es / [n]o / [a]lways for this tool: "
@@ -488,7 +489,8 @@ class Repl:
             if message.get("tool_calls"):
                 calls = ", ".join(c["function"]["name"] for c in message["tool_calls"])
                 content = f"{content}\n(calls {calls})".strip()
-            self.console.print(Text(f"{role}: ", style="bold"), Text(str(content)[:500]))
+            shown = self.registry.redact(str(content)[:500])
+            self.console.print(Text(f"{role}: ", style="bold"), Text(shown))
 
     async def _usage(self, arg: str) -> None:
         table = Table("", "prompt", "completion", "total", box=None)
@@ -545,12 +547,16 @@ class Repl:
             self.console.print(Text(f"{cfg.config_file}: {server} trust += {done}"))
 
     async def _save(self, arg: str) -> None:
+        """Markdown as shown on screen: secrets masked, control characters as escapes."""
         session = self.transcript.session_id if self.transcript else "session"
-        path = await anyio.Path(arg or f"{session}.md").expanduser()
+        text = clean(self.registry.redact(to_markdown(self.agent.memory.messages)))
         try:
-            await path.write_text(to_markdown(self.agent.memory.messages), encoding="utf-8")
+            path = await anyio.to_thread.run_sync(
+                save_export, text, self.settings.state_dir, session, arg
+            )
         except OSError as exc:
-            self.console.print(Text(f"cannot save to {path}: {exc.strerror}", style="red"))
+            where = exc.filename or arg
+            self.console.print(Text(f"cannot save to {where}: {exc.strerror}", style="red"))
             return
         self.console.print(Text(f"saved {len(self.agent.memory.messages)} messages to {path}"))
 
