@@ -9,6 +9,7 @@ are found, so a search cut short still returns what it found. Exit code 2: a bad
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from typing import TextIO
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__"})
 PIECE = 65536  # characters: a longer line is searched in pieces, so memory stays bounded
 SHOWN = 300  # characters of a matching line shown
+MEMORY_LIMIT = 1 << 30  # bytes of address space: a pattern cannot make the worker swap
 
 
 def search(
@@ -76,6 +78,10 @@ def _files(target: Path) -> Iterator[Path]:
 
 def main(argv: list[str]) -> int:
     job = json.loads(argv[1])
+    with contextlib.suppress(ImportError, ValueError, OSError):  # not on every platform
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     try:
         search(
             Path(job["root"]),
@@ -88,6 +94,9 @@ def main(argv: list[str]) -> int:
     except re.error as exc:
         print(f"invalid regular expression: {exc}")
         return 2
+    except MemoryError:
+        print(f"[search stopped: it needed more than {MEMORY_LIMIT >> 20} MB]")
+        return 0
     return 0
 
 
