@@ -264,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as exc:
         if debug:
             raise
-        print(f"error: {PATTERNS_ONLY(exc.message)}", file=sys.stderr)
+        from agent.ui.safe import clean  # the message may quote a server or the model
+
+        print(f"error: {clean(PATTERNS_ONLY(exc.message))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

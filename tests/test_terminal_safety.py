@@ -143,3 +143,13 @@ def test_rendered_answer_shows_link_targets_and_hidden_characters(stream: bool) 
     assert "\x1b]8;" not in screen  # no terminal hyperlink hiding its target
     assert "\x1b]0;" not in screen and "\\x1b]0;PWNED\\x07" in screen
     assert "ok\\u200b\\U000e0049" in screen and "\u200b" not in screen
+
+
+def test_a_fatal_error_quoting_hostile_text_shows_its_escapes(tmp_path: Path) -> None:
+    config = {"mcpServers": {"\x1b]0;PWNED\x07\u202e": {"type": "bogus"}}}
+    (tmp_path / "mcp.json").write_text(json.dumps(config))
+    args = ["--mcp-config", str(tmp_path / "mcp.json"), "-p", "hi"]
+    done = run_cli(args, tmp_path, base_url=None, api_key=KEY)
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr and "\u202e" not in done.stderr
+    assert "\\x1b]0;PWNED\\x07\\u202e" in done.stderr
