@@ -413,46 +413,58 @@ def run_single(
 
 
 async def _repl(settings: Settings, resume: str | None) -> int:
-    """Build the pieces and hand them to the REPL (the front end never builds them itself)."""
+    """Build the pieces and hand them to the REPL (the front end never builds them itself).
+
+    Input from a pipe: each line a turn, no prompt-toolkit; stdout holds the answers and
+    command output only, the trace and status lines go to stderr, questions are not asked.
+    """
     from prompt_toolkit.history import FileHistory, InMemoryHistory  # only the REPL needs them
 
-    from agent.ui.input import ReplCompleter, history_file, prompt_session
+    from agent.ui.input import PipedLines, ReplCompleter, history_file, prompt_session
     from agent.ui.repl import Repl
 
-    console = SafeConsole()
-    settings = with_local_server(settings, SafeConsole(stderr=True))
+    console, stderr = SafeConsole(), SafeConsole(stderr=True)
+    piped = not sys.stdin.isatty()
+    settings = with_local_server(settings, stderr)
     model = make_model(settings)
-    loaded = open_transcript(settings, resume, console)
-    try:
-        history: FileHistory | InMemoryHistory = FileHistory(str(history_file(settings)))
-    except OSError:
-        history = InMemoryHistory()
-    session = prompt_session(history, piped=not sys.stdin.isatty())
+    loaded = open_transcript(settings, resume, stderr if piped else console)
+    if piped:
+        session: Any = PipedLines(sys.stdin)
+    else:
+        try:
+            history: FileHistory | InMemoryHistory = FileHistory(str(history_file(settings)))
+        except OSError:
+            history = InMemoryHistory()
+        session = prompt_session(history)
     try:
         requests = ServerRequests(
             model,
             auto_approve=settings.ui.approval == "yes",
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
         )
-        async with connected(settings, SafeConsole(stderr=True), requests) as registry:
+        async with connected(settings, stderr, requests) as registry:
             renderer = EventRenderer(
-                console,
+                stderr if piped else console,
                 verbosity=verbosity(settings),
-                stream_answer=True,
+                stream_answer=not piped,
                 redact=registry.redact,
             )
-            catalog = await open_catalog(registry, SafeConsole(stderr=True))
+            catalog = await open_catalog(registry, stderr)
             agent = build_agent(settings, registry, model, None, loaded, catalog)
-            requests.on_sampled = sampling_reporter(agent, console, settings)
+            requests.on_sampled = sampling_reporter(agent, renderer.console, settings)
             repl = Repl(
                 console, session, agent, registry, settings, renderer, loaded.transcript, catalog
             )
-            agent.approval.ask = repl.ask
+            if not piped:  # piped: ask-mode calls are refused, as in a single-shot run
+                agent.approval.ask = repl.ask
             if settings.ui.verbose:
                 registry.log_listener = repl.server_log
             requests.ui = repl
             repl.on_cancel = requests.cancel_in_flight
-            session.completer = ReplCompleter(repl)
+            if piped:
+                repl.status, repl.can_ask, repl.on_answer = stderr, False, print_answer
+            else:
+                session.completer = ReplCompleter(repl)
             return await repl.loop()
     finally:
         await model.aclose()

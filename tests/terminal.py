@@ -19,14 +19,22 @@ WIDTH, HEIGHT = 120, 50
 
 
 class Terminal:
-    def __init__(self, command: list[str], *, cwd: Path, env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        log: Path,
+        width: int = WIDTH,
+    ) -> None:
         self.socket = f"mcp-agent-test-{secrets.token_hex(4)}"
         self.log = log
         self.rc_file = log.with_suffix(".rc")
         env_args = [f"{k}={v}" for k, v in env.items()]
         # The exit status goes to a file; the pane then stays until the test kills the server.
         script = f"{shlex.join(['env', '-i', *env_args, *command])}; echo $? > {self.rc_file}"
-        self._tmux("new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(cwd), script)
+        self._tmux("new-session", "-d", "-x", str(width), "-y", str(HEIGHT), "-c", str(cwd), script)
         self._tmux("set-option", "-g", "remain-on-exit", "on")
         self._tmux("set-option", "-g", "history-limit", "5000")
 

@@ -1,7 +1,7 @@
 """The REPL's input line: prompt-toolkit key bindings, completion and the history file.
 
-Enter sends; Esc-Enter or a trailing backslash starts a new line; on a pipe each line is
-sent. Completion offers slash commands, their arguments, tool and server names and
+Enter sends; Esc-Enter or a trailing backslash starts a new line; from a pipe (PipedLines)
+each line is sent. Completion offers slash commands, their arguments, tool and server names and
 `@server:uri` references, from what the REPL knows right now.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
+import anyio
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
-from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
@@ -33,12 +33,8 @@ class CompletionSource(Protocol):
     def resource_refs(self) -> list[str]: ...
 
 
-def input_key_bindings(*, piped: bool = False) -> KeyBindings:
-    """Enter sends; Esc-Enter, or Enter after a trailing backslash, starts a new line.
-
-    `piped`: input comes from a pipe or file, whose lines end in LF (Ctrl-J), not the CR a
-    terminal's Enter sends; then each line is sent too.
-    """
+def input_key_bindings() -> KeyBindings:
+    """Enter sends; Esc-Enter, or Enter after a trailing backslash, starts a new line."""
     bindings = KeyBindings()
 
     @bindings.add("escape", "enter")
@@ -46,7 +42,6 @@ def input_key_bindings(*, piped: bool = False) -> KeyBindings:
         event.current_buffer.insert_text("\n")
 
     @bindings.add("enter")
-    @bindings.add("c-j", filter=Condition(lambda: piped))
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         if buffer.document.text_before_cursor.endswith("\\"):
@@ -89,16 +84,41 @@ class ReplCompleter(Completer):
                 yield Completion("@" + ref, start_position=-len(word))
 
 
-def prompt_session(history: History, *, piped: bool = False, **io: Any) -> PromptSession[str]:
+def prompt_session(history: History, **io: Any) -> PromptSession[str]:
     """The REPL's input line; `io` (input=, output=) lets tests drive it headless."""
     return PromptSession(
         history=history,
         multiline=True,
-        key_bindings=input_key_bindings(piped=piped),
+        key_bindings=input_key_bindings(),
         prompt_continuation="  ",
         complete_while_typing=False,
         **io,
     )
+
+
+class PipedLines:
+    """The REPL's input from a pipe or a file: a turn per line, a trailing backslash joins the
+    next line. Read without prompt-toolkit, which would print a warning, draw prompts and ask
+    the terminal for the cursor position (whose reply then lands in the user's shell)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    async def prompt_async(self, message: str = "", **_: Any) -> str:
+        """The next turn; EOFError at the end of the input, like prompt-toolkit's Ctrl-D."""
+        turn = await anyio.to_thread.run_sync(self._read_turn, abandon_on_cancel=True)
+        if turn is None:
+            raise EOFError
+        return turn
+
+    def _read_turn(self) -> str | None:
+        lines: list[str] = []
+        while line := self.stream.readline():
+            line = line.rstrip("\r\n")
+            if not line.endswith("\\"):
+                return "\n".join([*lines, line])
+            lines.append(line[:-1])
+        return "\n".join(lines) if lines else None
 
 
 def history_file(settings: Settings) -> Path:

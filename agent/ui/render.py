@@ -35,6 +35,7 @@ from agent.events import (
     ToolProgress,
 )
 from agent.tools.results import strip_marker
+from agent.ui.layout import Indented
 from agent.ui.safe import clean, markdown
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -270,7 +271,7 @@ class EventRenderer:
         if self.verbosity >= VERBOSE and event.arguments:
             self._print(line)
             pretty = json.dumps(event.arguments, ensure_ascii=False, indent=2, default=str)
-            self._print(Text(_indent(self.redact(pretty)), style="dim"))
+            self._print(Indented(Text(self.redact(pretty), style="dim")))
         else:
             line.append(self.redact(compact_json(event.arguments)), style="dim")
             self._print(line)
@@ -310,10 +311,10 @@ class EventRenderer:
             self.console.print(Text(strip_marker(output)), soft_wrap=True)
             return
         shown, more = summary(output)
-        body = Text(_indent(shown), style="red" if event.is_error else "dim")
+        body = Text(shown, style="red" if event.is_error else "dim")
         if more:
-            body.append(f"\n    … {more} more lines", style="dim italic")
-        self.console.print(body)
+            body.append(f"\n… {more} more lines", style="dim italic")
+        self.console.print(Indented(body))  # wrapped lines keep the indent
 
     def _on_notice(self, event: Notice) -> None:
         if self.verbosity >= NORMAL or event.level == "warning":
@@ -329,7 +330,3 @@ class EventRenderer:
             self.console.print(Text(f"error: {self.redact(event.error)}", style="bold red"))
         elif event.status == "max_steps":
             self.console.print(Text(f"stopped: {event.error}", style="yellow"))
-
-
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
-import json
 import shlex
 import signal
 from collections.abc import Awaitable, Callable, Iterator
@@ -30,23 +29,18 @@ from agent.catalog import Catalog
 from agent.config import Settings
 from agent.config_files import save_trust
 from agent.errors import ConfigError
+from agent.events import RunFinished
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, save_export, to_markdown
-from agent.ui import arguments
+from agent.ui import arguments, listings
 from agent.ui.forms import ask_form
+from agent.ui.listings import find_tools
 from agent.ui.render import EventRenderer, compact_json
 from agent.ui.safe import clean
 
 Handler = Callable[[str], Awaitable[bool | None]]
-STATE_STYLES = {
-    "ready": "green",
-    "failed": "red",
-    "down": "red",
-    "lost": "yellow",
-    "reconnecting": "yellow",
-}
 
 
 @dataclass(frozen=True)
@@ -83,6 +77,11 @@ class Repl:
         # Called when the user cancels a turn (stops servers' sampling requests it caused).
         self.on_cancel: Callable[[], None] | None = None
         self._pending_logs: list[Text] = []
+        # Input from a pipe (PipedLines): stdout holds only what was asked for (answers,
+        # command output), status lines go to `status`, questions are never read.
+        self.status: Console = console
+        self.can_ask = True
+        self.on_answer: Callable[[str], None] | None = None  # else the renderer shows it
         for name, help_text, handler in (
             ("help", "show the commands", self._help),
             ("tools", "list tools: /tools [server], or one tool in full: /tools NAME", self._tools),
@@ -114,13 +113,14 @@ class Repl:
 
     def _flush_logs(self) -> None:
         for text in self._pending_logs:
-            self.console.print(text)
+            self.status.print(text)
         self._pending_logs.clear()
 
     def argument_words(self, command: str) -> list[str]:
         """Completions for a command's argument: servers and tools, modes, prompt names."""
-        if command == "tools":
-            return [*self.registry.servers, *self.registry.tools]
+        if command == "tools":  # a tool by its public name or by its server's own name
+            own = {spec.name for spec in self.registry.tools.values()}
+            return list(dict.fromkeys([*self.registry.servers, *self.registry.tools, *own]))
         if command == "approve":
             return ["ask", "yes", "read-only", "save"]
         if command == "prompt":
@@ -136,7 +136,7 @@ class Repl:
     # -- main loop ---------------------------------------------------------------------
 
     async def loop(self) -> int:
-        self.console.print(
+        self.status.print(
             Text(
                 f"{len(self.registry.tools)} tools from {len(self.registry.servers)} server(s). "
                 "Type /help for commands, Ctrl-D to exit.",
@@ -185,10 +185,12 @@ class Repl:
             self._flush_logs()
             request, problems = await self.catalog.expand_refs(request)
             for problem in problems:
-                self.console.print(Text(problem, style="yellow"))
+                self.status.print(Text(problem, style="yellow"))
             async with contextlib.aclosing(self.agent.run(request)) as events:
                 async for event in events:
                     self.renderer.handle(event)
+                    if isinstance(event, RunFinished) and event.answer and self.on_answer:
+                        self.on_answer(event.answer)
         self.renderer.close()
         if scope.cancelled_caught:
             if self.on_cancel is not None:
@@ -198,7 +200,7 @@ class Repl:
                 memory.add_assistant("(cancelled by the user)")
             if self.transcript is not None:
                 self.transcript.mark("cancelled")
-            self.console.print(Text("cancelled", style="yellow"))
+            self.status.print(Text("cancelled", style="yellow"))
 
     @contextlib.contextmanager
     def _sigint_cancels(self, scope: anyio.CancelScope) -> Iterator[None]:
@@ -234,6 +236,8 @@ class Repl:
         The activity display pauses meanwhile; answers stay out of the input history (an
         elicitation form is nobody's next prompt, and may be private).
         """
+        if self._cannot_ask(text.strip()):
+            return None
         buffer = self.session.default_buffer
         history, buffer.history = buffer.history, InMemoryHistory()
         self._asking = True
@@ -253,6 +257,14 @@ class Repl:
                 if self._scopes:
                     self._flush_logs()
 
+    def _cannot_ask(self, what: str, answer: str = "no") -> bool:
+        """Without a terminal to ask (piped input), a question must not read the next input
+        line (a later turn would become the answer, or a password): the safe answer is
+        taken, and said."""
+        if not self.can_ask:
+            self.status.print(Text(f"{what} — {answer}: input is not a terminal", style="yellow"))
+        return not self.can_ask
+
     async def ask(self, request: ApprovalRequest) -> Decision:
         """Approval prompt; Ctrl-C or anything unclear counts as no.
 
@@ -261,6 +273,8 @@ class Repl:
         (a command padded with spaces can hide neither its start nor its tail); secrets
         are masked as everywhere else.
         """
+        if self._cannot_ask(f"run {request.server} › {request.tool}?", "refused"):
+            return "no"
         args = arguments.inline(request.arguments, self.registry.redact)
         if args is None:
             self.console.print(arguments.block(request.arguments, self.registry.redact))
@@ -281,6 +295,8 @@ class Repl:
     async def approve_sampling(self, request: SamplingRequest) -> bool:
         if self.agent.approval.mode == "yes":
             return True
+        if self._cannot_ask(f"server '{request.server}' asks the model to answer", "declined"):
+            return False
         heat = "" if request.temperature is None else f", temperature {request.temperature:g}"
         size = f"~{request.prompt_tokens:,} tokens ({request.prompt_chars:,} characters)"
         self.console.print(
@@ -298,6 +314,8 @@ class Repl:
         return (answer or "").lower() in ("y", "yes")
 
     async def elicit_url(self, server: str, message: str, url: str) -> ElicitAnswer:
+        if self._cannot_ask(f"server '{server}' asks you to open a link", "declined"):
+            return ElicitAnswer("decline")
         self.console.print(Text(f"Server '{server}' asks you to open a link:", style="bold yellow"))
         self.console.print(Text(f"  {message}\n  {url}"))
         answer = await self.question("Done? [y]es (opened it) / [n]o (decline): ")
@@ -307,6 +325,8 @@ class Repl:
 
     async def elicit_form(self, server: str, message: str, schema: dict[str, Any]) -> ElicitAnswer:
         """Ask field by field, with the schema's types, choices and defaults."""
+        if self._cannot_ask(f"server '{server}' asks you to fill in a form", "declined"):
+            return ElicitAnswer("decline")
         self.console.print(Text(f"Server '{server}' asks you:", style="bold yellow"))
         self.console.print(Text(f"  {message}"))
         return await ask_form(self.console, self.question, schema)
@@ -320,60 +340,25 @@ class Repl:
         self.console.print(table)
 
     async def _tools(self, arg: str) -> None:
-        spec = self.registry.tools.get(arg)
-        if spec is not None:  # one tool in full
-            self.console.print(Text(arg, style="bold"), Text(f"  ({spec.server} › {spec.name})"))
-            if spec.title:
-                self.console.print(Text(spec.title))
-            self.console.print(Text(spec.description.strip() or "(no description)"))
-            schema = json.dumps(spec.input_schema, indent=2, ensure_ascii=False)
-            self.console.print(Text(schema, style="dim"))
+        found = find_tools(self.registry.tools, arg) if arg else []
+        for public, spec in found:  # in full; a server's own name may match several
+            asks = self.agent.approval.needs_approval(spec)
+            listings.show_tool(self.console, public, spec, asks=asks)
+        if found:
             return
         if arg and arg not in self.registry.servers:
             self.console.print(Text(f"no server or tool named {arg!r}", style="yellow"))
             return
-        table = Table(box=None)
-        table.add_column("name", no_wrap=True)  # what /tools NAME needs, whole
-        for heading in ("title", "hints", "description"):
-            table.add_column(heading)
-        for public, spec in self.registry.tools.items():
-            if arg and spec.server != arg:
-                continue
-            hints = (
-                "read-only" if spec.read_only else ("destructive" if spec.destructive else "writes")
-            )
-            desc = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
-            desc = desc if len(desc) <= 100 else desc[:99].rstrip() + "…"
-            table.add_row(Text(public), Text(spec.title or ""), Text(hints), Text(desc))
-        self.console.print(table)
+        listings.show_tools(self.console, self.registry.tools, arg)
 
     async def _servers(self, arg: str) -> None:
-        table = Table("server", "transport", "state", "tools", "restarts", "last error", box=None)
-        tails: list[tuple[str, list[str]]] = []
-        for st in self.registry.statuses():
-            style = STATE_STYLES.get(st.state, "")
-            # After a successful reconnect the last error is history: shown, but dimmed.
-            error_style = "dim" if st.state == "ready" else ""
-            table.add_row(
-                Text(st.name),
-                Text(st.transport),
-                Text(st.state, style=style),
-                str(st.tool_count),
-                str(st.restarts),
-                Text(st.error or "", style=error_style),
-            )
-            if st.state in ("down", "failed") and st.stderr_tail:
-                tails.append((st.name, st.stderr_tail))
-        self.console.print(table)
+        listings.show_servers(self.console, self.registry.statuses())
         for name, server in self.registry.servers.items():
             roots = getattr(server, "roots", ())
             offered = ", ".join(str(r) for r in roots) if roots else "none"
             self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
         files = ", ".join(self.settings.config_files) or "none (defaults)"
         self.console.print(Text(f"config files read: {files}", style="dim"))
-        for name, tail in tails:
-            self.console.print(Text(f"last stderr of {name}:", style="bold"))
-            self.console.print(Text("\n".join(tail), style="dim"))
 
     async def _refreshed_catalog(self, server: str) -> bool:
         """Re-list for /resources and /prompts; False (said why) for an unknown server."""
@@ -391,19 +376,12 @@ class Repl:
     async def _resources(self, arg: str) -> None:
         if not await self._refreshed_catalog(arg):
             return
-        table = Table("server", "uri", "name", "type", box=None)
-        for server, resource in self.catalog.resources:
-            if not arg or server == arg:
-                mime = resource.mime_type or ""
-                table.add_row(
-                    Text(server), Text(str(resource.uri)), Text(resource.name), Text(mime)
-                )
-        for server, template in self.catalog.templates:
-            if not arg or server == arg:
-                name = f"{template.name} (template)"
-                table.add_row(Text(server), Text(template.uri_template), Text(name), Text(""))
-        if table.row_count:
-            self.console.print(table)
+        shown = listings.show_resources(
+            self.console,
+            [(server, r) for server, r in self.catalog.resources if not arg or server == arg],
+            [(server, t) for server, t in self.catalog.templates if not arg or server == arg],
+        )
+        if shown:
             self.console.print(Text("attach one to a request with @server:uri", style="dim"))
         else:
             self.console.print(Text("no resources", style="dim"))
@@ -411,18 +389,8 @@ class Repl:
     async def _prompts(self, arg: str) -> None:
         if not await self._refreshed_catalog(arg):
             return
-        table = Table("server", "prompt", "arguments", "description", box=None)
-        for server, prompt in self.catalog.prompts:
-            if arg and server != arg:
-                continue
-            args = " ".join(f"{a.name}{'' if a.required else '?'}" for a in prompt.arguments or [])
-            desc = (prompt.description or "").strip().splitlines()
-            table.add_row(
-                Text(server), Text(prompt.name), Text(args), Text(desc[0] if desc else "")
-            )
-        if table.row_count:
-            self.console.print(table)
-        else:
+        prompts = [(server, p) for server, p in self.catalog.prompts if not arg or server == arg]
+        if not listings.show_prompts(self.console, prompts):
             self.console.print(Text("no prompts", style="dim"))
 
     async def _prompt(self, arg: str) -> None:

@@ -20,8 +20,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.segment import Segment
+
+from agent.ui.layout import AnswerMarkdown
 
 # Invisible characters that format or hide text: zero-width space and marks, word joiner
 # and invisible operators, soft hyphen, BOM, Mongolian vowel separator, Hangul fillers,
@@ -75,11 +76,11 @@ def json_text(document: str) -> str:
     return _JSON_UNSAFE.sub(_json_escape, document)
 
 
-def markdown(text: str) -> Markdown:
+def markdown(text: str) -> AnswerMarkdown:
     """A model's answer as Markdown that hides nothing: escapes shown before the layout is
     made, and each link followed by its real target (`text (https://target)`), since a link
     whose text is another URL would otherwise hide where it leads."""
-    return Markdown(clean(text), hyperlinks=False)
+    return AnswerMarkdown(clean(text), hyperlinks=False)
 
 
 class SafeConsole(Console):

@@ -1,0 +1,155 @@
+"""What /tools, /servers, /resources and /prompts show: rows for `layout.show_table`, and
+one tool in full.
+
+Kept apart from the REPL's command plumbing: these only read what they are given (the
+registry's tools and statuses, the catalog's listings) and print it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from mcp import types
+from rich.console import Console
+from rich.text import Text
+
+from agent.tools.base import ServerStatus, ToolSpec
+from agent.ui.layout import Column, Indented, show_table
+
+DESCRIPTION_CUT = 100  # characters of a description's first line in a listing
+STATE_STYLES = {
+    "ready": "green",
+    "failed": "red",
+    "down": "red",
+    "lost": "yellow",
+    "reconnecting": "yellow",
+}
+
+
+def own_name(public: str, spec: ToolSpec) -> str:
+    """The server's own name of a tool whose public name is not `<server>__<tool>` (a name
+    the model's API could not take, or one two servers would share); else ""."""
+    return "" if public == f"{spec.server}__{spec.name}" else spec.name
+
+
+def find_tools(tools: Mapping[str, ToolSpec], name: str) -> list[tuple[str, ToolSpec]]:
+    """The tool with this public name, else every tool its server calls `name`."""
+    if name in tools:
+        return [(name, tools[name])]
+    return [(public, spec) for public, spec in tools.items() if spec.name == name]
+
+
+def hint_words(spec: ToolSpec) -> list[str]:
+    """The tool's MCP annotations as words (unset ones read as the spec's cautious defaults)."""
+    words = ["read-only" if spec.read_only else "writes"]
+    if not spec.read_only:
+        words.append("destructive" if spec.destructive else "not destructive")
+    if spec.idempotent:
+        words.append("idempotent")
+    words.append("open world" if spec.open_world else "closed world")
+    return words
+
+
+def show_tools(console: Console, tools: Mapping[str, ToolSpec], server: str = "") -> None:
+    listed = [(p, s) for p, s in tools.items() if not server or s.server == server]
+    renamed = any(own_name(p, s) for p, s in listed)
+    columns = [
+        Column("name", key=True),
+        *([Column("server's name", label="server's name")] if renamed else []),
+        Column("title"),
+        Column("hints", stacked="head"),
+        Column("description"),
+    ]
+    rows = []
+    for public, spec in listed:
+        hints = "read-only" if spec.read_only else ("destructive" if spec.destructive else "writes")
+        desc = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
+        if len(desc) > DESCRIPTION_CUT:
+            desc = desc[: DESCRIPTION_CUT - 1].rstrip() + "…"
+        own = [own_name(public, spec)] if renamed else []
+        rows.append([public, *own, spec.title or "", hints, desc])
+    show_table(console, columns, rows)
+
+
+def show_tool(console: Console, public: str, spec: ToolSpec, *, asks: bool) -> None:
+    """One tool in full: both names, title, hints, description and input schema."""
+    head = Text(public, style="bold")
+    head.append(f"  ({spec.server} › {spec.name})")
+    console.print(head)
+    if spec.title:
+        console.print(Text(spec.title))
+    hints = ", ".join(hint_words(spec))
+    approval = "asks before it runs" if asks else "runs without asking"
+    console.print(Text(f"hints: {hints}; {approval}", style="dim"))
+    console.print(Text(spec.description.strip() or "(no description)"))
+    schema = json.dumps(spec.input_schema, indent=2, ensure_ascii=False)
+    console.print(Text(schema, style="dim"))
+
+
+def show_servers(console: Console, statuses: Sequence[ServerStatus]) -> None:
+    columns = [
+        Column("server", key=True),
+        Column("transport", stacked="head"),
+        Column("state", stacked="head"),
+        Column("tools", stacked="head", label="tools"),
+        Column("restarts", stacked="head", label="restarts"),
+        Column("last error", label="last error"),
+    ]
+    rows = []
+    for st in statuses:
+        # After a successful reconnect the last error is history: shown, but dimmed.
+        error_style = "dim" if st.state == "ready" else ""
+        rows.append(
+            [
+                st.name,
+                st.transport,
+                Text(st.state, style=STATE_STYLES.get(st.state, "")),
+                str(st.tool_count),
+                str(st.restarts),
+                Text(st.error or "", style=error_style),
+            ]
+        )
+    show_table(console, columns, rows)
+    for st in statuses:
+        if st.state in ("down", "failed") and st.stderr_tail:
+            console.print(Text(f"last stderr of {st.name}:", style="bold"))
+            console.print(Indented(Text("\n".join(st.stderr_tail), style="dim"), 2))
+
+
+def show_resources(
+    console: Console,
+    resources: Sequence[tuple[str, types.Resource]],
+    templates: Sequence[tuple[str, types.ResourceTemplate]],
+) -> bool:
+    """False when there is nothing to show."""
+    columns = [
+        Column("resource", key=True),
+        Column("name", stacked="head"),
+        Column("type", stacked="head"),
+    ]
+    rows: list[list[str]] = [
+        [f"@{server}:{r.uri}", r.name, r.mime_type or ""] for server, r in resources
+    ]
+    rows += [[f"@{server}:{t.uri_template}", f"{t.name} (template)", ""] for server, t in templates]
+    if rows:
+        show_table(console, columns, rows)
+    return bool(rows)
+
+
+def show_prompts(console: Console, prompts: Sequence[tuple[str, types.Prompt]]) -> bool:
+    """False when there is nothing to show."""
+    columns = [
+        Column("prompt", key=True),
+        Column("server", stacked="head", style="dim"),
+        Column("arguments", label="arguments"),
+        Column("description"),
+    ]
+    rows = []
+    for server, prompt in prompts:
+        args = " ".join(f"{a.name}{'' if a.required else '?'}" for a in prompt.arguments or [])
+        desc = (prompt.description or "").strip().splitlines()
+        rows.append([prompt.name, server, args, desc[0] if desc else ""])
+    if rows:
+        show_table(console, columns, rows)
+    return bool(rows)

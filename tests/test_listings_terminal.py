@@ -1,0 +1,108 @@
+"""/tools, /resources, /prompts and /servers in a real terminal (tmux) 60 and 150 columns
+wide: readable at both, and never a cut name or URI (what a user has to type)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fake_llm import ScriptedLLM
+from tests.servers import REPO_ROOT, everything_stdio_command
+from tests.terminal import Terminal
+from tests.test_repl_terminal import PROMPT, agent_env, pytestmark, terminals, workspace
+
+__all__ = ["pytestmark", "terminals", "workspace"]  # the shared fixtures and skip mark
+
+LONG_TOOL = "everything__trigger-long-running-operation"
+DOC = "@everything:demo://resource/static/document/architecture.md"
+
+
+def open_repl(
+    terminals: list[Terminal], workspace: Path, columns: int, llm: ScriptedLLM
+) -> Terminal:
+    command, args = everything_stdio_command()
+    config = workspace.parent / "mcp.json"
+    bundled = [sys.executable, "-m", "agent.server", "--root", str(workspace)]
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "everything": {"command": command, "args": args},
+                    "local": {"command": bundled[0], "args": bundled[1:]},
+                }
+            }
+        )
+    )
+    terminal = Terminal(
+        [sys.executable, str(REPO_ROOT / "run_mcp.py"), "--mcp-config", str(config)],
+        cwd=workspace,
+        env=agent_env(llm.base_url, workspace.parent / "state"),
+        log=workspace.parent / f"listings-{columns}.screen.txt",
+        width=columns,
+    )
+    terminals.append(terminal)
+    terminal.wait_for(r"tools from 2 server", timeout=60)
+    terminal.wait_for(PROMPT)
+    return terminal
+
+
+def command_output(terminal: Terminal, command: str) -> list[str]:
+    """The screen lines a command printed, up to the next prompt."""
+    mark = terminal.mark()
+    terminal.type(command)
+    terminal.wait_for(re.escape(command) + r"\n(.|\n)*" + PROMPT, after=mark)
+    text = terminal.screen()[mark:]
+    lines = text.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.endswith(command))
+    end = next(i for i in range(start + 1, len(lines)) if re.fullmatch(r"› ?", lines[i]))
+    return lines[start + 1 : end]
+
+
+@pytest.mark.parametrize("columns", [60, 150])
+def test_listings_fit_the_terminal_and_never_cut_a_name(
+    workspace: Path, terminals: list[Terminal], columns: int
+) -> None:
+    with ScriptedLLM() as llm:
+        term = open_repl(terminals, workspace, columns, llm)
+        tools = command_output(term, "/tools")
+        resources = command_output(term, "/resources")
+        prompts = command_output(term, "/prompts")
+        servers = command_output(term, "/servers")
+        term.type("/exit")
+        assert term.exit_code() == 0
+    for lines in (tools, resources, prompts, servers):
+        assert lines and all(len(line) <= columns for line in lines), "\n".join(lines)
+        assert not any("…" in line and "everything__" in line for line in lines)
+    starts = [line.strip().split(" ")[0] for line in tools]
+    assert LONG_TOOL in starts and "local__write_file" in starts  # whole, at a line's start
+    assert any(line.strip().startswith(DOC) for line in resources)
+    assert any(
+        "@everything:demo://resource/dynamic/text/{resourceId}" in line for line in resources
+    )
+    server_rows = [line.split() for line in servers]
+    assert server_rows[1][:3] == ["everything", "stdio", "ready"]  # a table at both widths
+    assert server_rows[2][:3] == ["local", "stdio", "ready"]
+    if columns == 60:  # stacked: a block per row, details indented under the whole name
+        assert f"{LONG_TOOL} · read-only" in tools
+        assert "local__write_file · destructive" in tools
+        assert any(line.startswith("  Demonstrates a long running operation") for line in tools)
+        assert resources[resources.index(DOC) + 1] == "  architecture.md · text/markdown"
+        assert "args-prompt · everything" in prompts
+        assert "  arguments: city state?" in prompts
+    else:  # columns, one row per line
+        assert tools[0].split() == ["name", "title", "hints", "description"]
+        assert re.search(
+            rf"^ {LONG_TOOL}\s+Trigger Long Running Operation Tool\s+read-only\s+Demo",
+            "\n".join(tools),
+            re.M,
+        )
+        assert re.search(
+            rf"^ {re.escape(DOC)}\s+architecture\.md\s+text/markdown", "\n".join(resources), re.M
+        )
+        assert re.search(
+            r"^ args-prompt\s+everything\s+city state\?\s+A prompt", "\n".join(prompts), re.M
+        )
