@@ -18,7 +18,13 @@ import pytest
 
 from tests.cli import RUN_MCP, cli_env, run_cli
 from tests.fake_llm import ScriptedLLM, error, text, tool_calls
-from tests.servers import free_port, time_server_command
+from tests.servers import everything_stdio_command, free_port, time_server_command
+
+
+@pytest.fixture
+def everything_stdio_args() -> list[str]:
+    command, args = everything_stdio_command()
+    return ["--server-command", " ".join([command, *args])]
 
 
 def time_server_args() -> list[str]:
@@ -232,6 +238,54 @@ def test_interactive_with_piped_lines_runs_each_line_as_a_turn(tmp_path: Path) -
     assert "first answer" in proc.stdout and "second answer" in proc.stdout
     assert [m["content"] for m in second if m["role"] == "user"] == ["hello", "again"]
     assert "session" in proc.stdout  # /usage ran too
+
+
+def test_piped_interactive_stdout_is_exactly_the_answers(tmp_path: Path) -> None:
+    """`printf ... | run_mcp.py -i`: no prompt-toolkit warning, prompts, cursor-position
+    queries or carriage returns; answers on stdout, everything else on stderr. The approval
+    question does not read the next line: `y` stays the next turn, the write is refused."""
+    script = [
+        tool_calls(("local__write_file", {"path": "pwned.txt", "content": "x"})),
+        text("I did not write it.\nIt needs approval."),
+        text("second answer"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(["-i"], tmp_path, base_url=llm.base_url, stdin="write it\ny\n")
+        llm.assert_complete()
+        last = llm.messages(-1)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "I did not write it.\nIt needs approval.\nsecond answer\n"
+    assert "not a terminal" not in proc.stderr and "\x1b[" not in proc.stderr + proc.stdout
+    assert "▸ local › write_file" in proc.stderr and "tools from 1 server" in proc.stderr
+    assert [m["content"] for m in last if m["role"] == "user"] == ["write it", "y"]
+    assert "rerun with --yes" in tool_messages({"messages": last})[0]
+    assert not (tmp_path / "pwned.txt").exists()
+
+
+def test_piped_interactive_never_answers_a_form_with_the_next_line(
+    tmp_path: Path, everything_stdio_args: list[str]
+) -> None:
+    """A server's form is declined, said on stderr; the next line (here a would-be password)
+    is the next turn, never a field's value."""
+    script = [
+        tool_calls(("main__trigger-elicitation-request", {})),
+        text("declined"),
+        text("second answer"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            [*everything_stdio_args, "-i", "--yes"],
+            tmp_path,
+            base_url=llm.base_url,
+            stdin="go\nhunter2\n",
+        )
+        llm.assert_complete()
+        last = llm.messages(-1)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "declined\nsecond answer\n"
+    assert "asks you to fill in a form — declined: input is not a terminal" in proc.stderr
+    assert "declined" in tool_messages({"messages": last})[0].lower()
+    assert [m["content"] for m in last if m["role"] == "user"] == ["go", "hunter2"]
 
 
 def test_ctrl_c_in_a_single_shot_json_run_reports_the_cut_short_call(tmp_path: Path) -> None:
