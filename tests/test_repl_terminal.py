@@ -37,7 +37,8 @@ def agent_env(base_url: str, state_dir: Path, term: str = "xterm-256color") -> d
         TERM=term,
         NO_COLOR="1",
     )
-    env.pop("PYTEST_CURRENT_TEST", None)
+    for name in ("PYTEST_CURRENT_TEST", "COLUMNS", "LINES"):  # the terminal gives its size
+        env.pop(name, None)
     return env
 
 
