@@ -19,6 +19,7 @@ from agent.config import ServerConfig, Settings
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
+from agent.tools.search import ToolSearch
 from agent.transcript import Transcript, load
 from agent.ui.input import ReplCompleter, prompt_session
 from agent.ui.render import EventRenderer
@@ -47,6 +48,7 @@ async def drive(
     lines: list[str],
     tmp_path: Path,
     approval: ApprovalPolicy | None = None,
+    tool_search: ToolSearch | None = None,
 ) -> tuple[str, Repl]:
     out = io.StringIO()
     console = Console(file=out, width=120, force_terminal=False, color_system=None)
@@ -54,7 +56,7 @@ async def drive(
     memory = Memory(sink=transcript.append)
     with create_pipe_input() as pipe:
         session = prompt_session(InMemoryHistory(), input=pipe, output=DummyOutput())
-        agent = Agent(model, registry, memory, approval=approval)
+        agent = Agent(model, registry, memory, approval=approval, tool_search=tool_search)
         repl = Repl(
             console,
             session,

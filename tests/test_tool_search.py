@@ -17,10 +17,13 @@ import pytest
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.base import ToolSpec
+from agent.tools.registry import ToolRegistry
 from agent.tools.search import FIND_TOOLS, SearchBudget, ToolIndex, ToolSearch, terms
 from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, text, tool_calls
 from tests.fake_model import FakeModel, FakeTools, answer, calls
+from tests.servers import settings_for, stdio
+from tests.test_repl import drive
 
 MANY_SERVER = str(Path(__file__).parent / "many_tools_server.py")
 KLINGON = "many__translate_klingon"
@@ -168,6 +171,17 @@ async def test_find_tools_refuses_bad_arguments_as_an_observation() -> None:
     results = [m["content"] for m in model.requests[1] if m["role"] == "tool"]
     assert "non-empty string `query`" in results[0]
     assert "positive integer" in results[1]
+
+
+@pytest.mark.anyio
+async def test_slash_tools_still_lists_every_tool(tmp_path: Path) -> None:
+    server = stdio("many", (sys.executable, [MANY_SERVER, "300"]))
+    model = FakeModel([answer("hello")])
+    async with ToolRegistry(settings_for(tmp_path, server)) as registry:
+        assert await registry.connect_all() == []
+        out, _ = await drive(registry, model, ["hi", "/tools"], tmp_path, tool_search=search())
+    assert [t["function"]["name"] for t in model.tools_seen[0]] == [FIND_TOOLS, "terminate"]
+    assert KLINGON in out and "many__get_issue" in out and "many__sync_customer" in out
 
 
 # -- end to end: run_mcp.py, a real server with 300 tools, the scripted model -----------------
