@@ -19,7 +19,7 @@ from agent.config import ServerConfig, Settings, build_settings
 from agent.errors import AgentError, ConfigError
 from agent.private import make_non_dumpable
 from agent.redact import PATTERNS_ONLY
-from agent.tools.prestart import Prestarts, prestart
+from agent.tools.prestart import prestart
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
@@ -211,13 +211,13 @@ def run(
     opts = dict(locals())
     settings = resolve_settings(opts, dict(os.environ))
     request = _single_shot_request(prompt, interactive)
-    # A single-shot run's stdio servers start now, while the heavy imports below load.
-    prestarts = prestart(settings.servers, os.environ) if request is not None else Prestarts()
+    # The stdio servers start now, while the heavy imports below load.
+    prestarts = prestart(settings.servers, os.environ)
     try:
         from agent.session import run_repl, run_single  # heavy: once settings are valid
 
         if request is None:
-            code = run_repl(settings, resume=resume)
+            code = run_repl(settings, resume=resume, prestarts=prestarts)
         else:
             code = run_single(
                 settings, request, output=_output(output), resume=resume, prestarts=prestarts

@@ -412,7 +412,7 @@ def run_single(
     return anyio.run(ended_by_signals, _single, settings, request, output, resume, prestarts)
 
 
-async def _repl(settings: Settings, resume: str | None) -> int:
+async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | None = None) -> int:
     """Build the pieces and hand them to the REPL (the front end never builds them itself).
 
     Input from a pipe: each line a turn, no prompt-toolkit; stdout holds the answers and
@@ -442,7 +442,7 @@ async def _repl(settings: Settings, resume: str | None) -> int:
             auto_approve=settings.ui.approval == "yes",
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
         )
-        async with connected(settings, stderr, requests) as registry:
+        async with connected(settings, stderr, requests, prestarts) as registry:
             renderer = EventRenderer(
                 stderr if piped else console,
                 verbosity=verbosity(settings),
@@ -471,5 +471,5 @@ async def _repl(settings: Settings, resume: str | None) -> int:
         loaded.transcript.close()
 
 
-def run_repl(settings: Settings, *, resume: str | None) -> int:
-    return anyio.run(ended_by_signals, _repl, settings, resume)
+def run_repl(settings: Settings, *, resume: str | None, prestarts: Prestarts | None = None) -> int:
+    return anyio.run(ended_by_signals, _repl, settings, resume, prestarts)
