@@ -21,12 +21,13 @@ from agent.react import AgentTool
 from agent.tools.base import ServerStopped, describe_exception
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ListKind, ToolRegistry
-from agent.tools.results import Observation, envelope, error_observation
+from agent.tools.results import Image, Observation, envelope, error_observation
 
 READ_RESOURCE = "read_resource"
 LIST_TIMEOUT = 10.0  # seconds one server gets to list its resources or prompts
 REF_PATTERN = re.compile(r"(?<!\S)@([A-Za-z0-9_.-]+):(\S+)")
 MAX_RESOURCE_CHARS = 100_000
+TEMPLATES_LISTED = 20  # resource templates named in read_resource's description
 
 
 def untrusted(server: str, text: str) -> str:
@@ -130,6 +131,10 @@ class Catalog:
 
     async def read(self, server_name: str, uri: str) -> str:
         """The text of a resource (blobs described, not dumped); raises LookupError."""
+        return (await self.read_with_images(server_name, uri))[0]
+
+    async def read_with_images(self, server_name: str, uri: str) -> tuple[str, list[Image]]:
+        """The text of a resource, and its images (image/* blobs) for a vision model."""
         server = self.registry.servers.get(server_name)
         if not isinstance(server, MCPServerConnection):
             known = ", ".join(s.name for s in self._servers("resources")) or "none"
@@ -144,16 +149,19 @@ class Catalog:
         except TimeoutError:
             raise LookupError(f"reading {uri} from '{server_name}' timed out") from None
         parts: list[str] = []
+        images: list[Image] = []
         for content in result.contents:
             if isinstance(content, types.TextResourceContents):
                 parts.append(content.text)
             else:
                 parts.append(f"[{_describe_blob(content)}]")
+                if (content.mime_type or "").startswith("image/"):
+                    images.append(Image(content.mime_type or "image/png", content.blob))
         text = "\n".join(parts)
         if len(text) > MAX_RESOURCE_CHARS:
             cut = len(text) - MAX_RESOURCE_CHARS
             text = f"{text[:MAX_RESOURCE_CHARS]}\n[… {cut} more characters cut]"
-        return text
+        return text, images
 
     async def expand_refs(self, request: str) -> tuple[str, list[str]]:
         """Attach every `@server:uri` the request mentions; returns (text, problems)."""
@@ -181,19 +189,28 @@ class Catalog:
         if not server or not uri:
             return error_observation(None, "read_resource needs both 'server' and 'uri'")
         try:
-            text = await self.read(server, uri)
+            text, images = await self.read_with_images(server, uri)
         except LookupError as exc:
             return error_observation(server if server in self.registry.servers else None, str(exc))
-        return Observation(untrusted(server, text))
+        return Observation(untrusted(server, text), images=tuple(images))
 
     def read_resource_schema(self) -> dict[str, Any]:
         listed = ", ".join(f"{s}:{r.uri}" for s, r in self.resources[:20])
+        templates = ", ".join(
+            f"{s}:{t.uri_template[:200]}" for s, t in self.templates[:TEMPLATES_LISTED]
+        )
         return {
             "type": "function",
             "function": {
                 "name": READ_RESOURCE,
                 "description": "Read a resource an MCP server publishes (documents, files, data). "
-                + (f"Known resources (server:uri): {listed}." if listed else ""),
+                + (f"Known resources (server:uri): {listed}. " if listed else "")
+                + (
+                    "URI templates (fill each {placeholder} to make a uri, then read it): "
+                    f"{templates}."
+                    if templates
+                    else ""
+                ),
                 "parameters": {
                     "type": "object",
                     "properties": {

@@ -1,0 +1,40 @@
+"""Resource templates reach the model: read_resource names server-everything's URI
+templates, and a URI the model makes from one is read end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent.catalog import READ_RESOURCE, Catalog
+from agent.config import ServerConfig, Settings
+from agent.events import ToolCallFinished
+from agent.memory import Memory
+from agent.react import Agent
+from agent.tools.registry import ToolRegistry
+from tests.fake_model import FakeModel, answer, calls
+from tests.servers import everything_stdio_command
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_model_fills_a_template_and_reads_it(tmp_path: Path) -> None:
+    command, args = everything_stdio_command()
+    server = ServerConfig(name="main", type="stdio", command=command, args=tuple(args))
+    settings = Settings(servers=(server,), state_dir=tmp_path / "state")
+    async with ToolRegistry(settings) as registry:
+        assert await registry.connect_all() == []
+        catalog = Catalog(registry)
+        await catalog.refresh()
+        uri = "demo://resource/dynamic/text/7"
+        model = FakeModel([calls((READ_RESOURCE, {"server": "main", "uri": uri})), answer("ok")])
+        agent = Agent(model, registry, Memory(), agent_tools=catalog.agent_tools)
+        with anyio.fail_after(30):
+            events = [e async for e in agent.run("read resource 7")]
+    offered = next(t for t in model.tools_seen[0] if t["function"]["name"] == READ_RESOURCE)
+    assert "main:demo://resource/dynamic/text/{resourceId}" in offered["function"]["description"]
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert not finished.is_error and "7" in finished.output
+    model.assert_complete()
