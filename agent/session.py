@@ -45,7 +45,7 @@ from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.search import BUDGET_SHARE, SearchBudget, ToolSearch
 from agent.transcript import Loaded, Transcript, find_session, load
-from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer
+from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer, LogLines
 from agent.ui.safe import SafeConsole, clean, json_text, markdown
 from agent.vision import vision_mode
 
@@ -373,10 +373,9 @@ async def _single(
                 record.add(refused)
                 renderer.handle(refused)
                 return EXIT_CODES["error"]
+            logs = LogLines(stderr)
             if settings.ui.verbose:
-                registry.log_listener = lambda server, line: stderr.print(
-                    Text(f"{server}: {line}", style="dim")
-                )
+                registry.log_listener = logs.add
             catalog = await open_catalog(registry, stderr)
             request, problems = await catalog.expand_refs(request)
             for problem in problems:
@@ -388,6 +387,7 @@ async def _single(
             async for event in agent.run(request):
                 record.add(event)
                 renderer.handle(event)
+            logs.flush()
             record.servers = server_states(registry)
             report()
             hasten_shutdown()  # the process ends next: servers get a short grace

@@ -34,6 +34,8 @@ MEASUREMENTS = {
     "huge_server_rss",
     "first_request",
     "exit_tail",
+    "log_flood",
+    "log_flood_verbose",
 }
 COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
 

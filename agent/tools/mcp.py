@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -190,6 +191,7 @@ _HTTP_HINTS = {
     404: " (nothing at this URL: check --server-url / 'url'; streamable HTTP is usually /mcp)",
 }
 LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
+LOG_FLUSH_INTERVAL = 0.2  # seconds; a burst of log lines is written in blocks
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
 LOG_LEVEL = "info"
 # `subscriptions/listen` events, as the notifications a handshake-era server would send.
@@ -251,6 +253,7 @@ class MCPServerConnection(ToolServer):
         self._log: IO[str] | None = None
         self._log_start = 0  # offset in the log where the current attempt began
         self._log_bytes = 0
+        self._flushed = float("-inf")  # time.monotonic() of the log's last flush
         self._http_error: str | None = None  # the last failed HTTP exchange (http transport)
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
         self._cap = _ToolCap(self.max_tools)
@@ -405,20 +408,32 @@ class MCPServerConnection(ToolServer):
         than it should)."""
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._log_bytes = os.fstat(fd).st_size
-        return open(fd, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - closed by _close_log
+        # Block-buffered: a flood of 20,000 log messages must not cost 20,000 writes.
+        return open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed by _close_log
 
     def _close_log(self) -> None:
         if self._log is not None:
             self._log.close()
 
-    def _write_log(self, line: str) -> None:
+    def _write_log(self, line: str, *, redacted: bool = False) -> None:
+        """Append a line. The first line after a quiet spell reaches the file at once; in a
+        burst the file is flushed at most every LOG_FLUSH_INTERVAL (and when a call ends,
+        its tail is read, or the connection closes)."""
         if self._log is None or self._log.closed:
             return
-        text = self.redact(line.rstrip("\n")) + "\n"
+        text = (line if redacted else self.redact(line)).rstrip("\n") + "\n"
         self._log.write(text)
         self._log_bytes += len(text)
         if self._log_bytes > LOG_LIMIT:
             self._rotate_log()
+        now = time.monotonic()
+        if now - self._flushed >= LOG_FLUSH_INTERVAL:
+            self._flush_log(now)
+
+    def _flush_log(self, now: float | None = None) -> None:
+        if self._log is not None and not self._log.closed:
+            self._log.flush()
+        self._flushed = time.monotonic() if now is None else now
 
     def _rotate_log(self) -> None:
         """A server that floods its log keeps only the newest LOG_LIMIT to 2 x LOG_LIMIT
@@ -430,6 +445,7 @@ class MCPServerConnection(ToolServer):
         self._log_start = 0
 
     def stderr_tail(self) -> list[str]:
+        self._flush_log()
         try:
             with self.log_path.open("rb") as fh:
                 fh.seek(self._log_start)
@@ -441,10 +457,10 @@ class MCPServerConnection(ToolServer):
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         source = f" {params.logger}:" if params.logger else ""
-        line = f"[{params.level}]{source} {params.data}"
-        self._write_log(line)
+        line = self.redact(f"[{params.level}]{source} {params.data}")  # once, for both
+        self._write_log(line, redacted=True)
         if self.on_log is not None:  # -v: the front end shows it too
-            self.on_log(self.redact(line))
+            self.on_log(line)
 
     async def _connected(self) -> tuple[Client, int]:
         """The live client (reconnecting a lost one first) and its generation."""
@@ -604,6 +620,8 @@ class MCPServerConnection(ToolServer):
             if _timed_out(exc):
                 raise TimeoutError from None  # our deadline, reported as such by the caller
             return error_result(self.redact(f"tool '{name}' failed: {exc}"))
+        finally:
+            self._flush_log()  # what the server logged during the call is on disk now
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         return await self._request(

@@ -11,7 +11,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -330,3 +330,38 @@ class EventRenderer:
             self.console.print(Text(f"error: {self.redact(event.error)}", style="bold red"))
         elif event.status == "max_steps":
             self.console.print(Text(f"stopped: {event.error}", style="yellow"))
+
+
+LOG_BATCH = 200  # log lines shown per print at most (a few prints a second)
+
+
+@dataclass
+class LogLines:
+    """MCP log messages for -v, printed a few times a second at most.
+
+    Printing costs rich a render per call: a server that logs 20,000 lines during one call
+    would take longer to show than to run. The first line after a quiet spell is printed at
+    once; lines in a burst are gathered and printed together every `interval` seconds, and
+    `flush` prints what is left (the front end calls it when a turn ends). `hold` keeps
+    lines back while the input line or a question owns the terminal.
+    """
+
+    console: Console
+    interval: float = 0.25
+    lines: list[str] = field(default_factory=list)
+    _printed: float = float("-inf")
+
+    def add(self, server: str, line: str, *, hold: bool = False) -> None:
+        self.lines.append(f"{server}: {line}")
+        if not hold and time.monotonic() - self._printed >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.lines:
+            shown = self.lines[:LOG_BATCH]
+            if len(self.lines) > LOG_BATCH:  # faster than anyone reads: the log file has all
+                more = len(self.lines) - LOG_BATCH
+                shown.append(f"… {more} more log lines (all in the server's log file)")
+            self.console.print(Text("\n".join(shown), style="dim"))
+            self.lines.clear()
+        self._printed = time.monotonic()

@@ -37,7 +37,7 @@ from agent.transcript import Transcript, save_export, to_markdown
 from agent.ui import arguments, listings
 from agent.ui.forms import ask_form
 from agent.ui.listings import find_tools
-from agent.ui.render import EventRenderer, compact_json
+from agent.ui.render import EventRenderer, LogLines, compact_json
 from agent.ui.safe import clean
 
 Handler = Callable[[str], Awaitable[bool | None]]
@@ -76,12 +76,12 @@ class Repl:
         self._asking = False  # a question is open: log lines wait, they would tear it
         # Called when the user cancels a turn (stops servers' sampling requests it caused).
         self.on_cancel: Callable[[], None] | None = None
-        self._pending_logs: list[Text] = []
         # Input from a pipe (PipedLines): stdout holds only what was asked for (answers,
         # command output), status lines go to `status`, questions are never read.
         self.status: Console = console
         self.can_ask = True
         self.on_answer: Callable[[str], None] | None = None  # else the renderer shows it
+        self._logs = LogLines(console)  # printed on `status` (see server_log)
         for name, help_text, handler in (
             ("help", "show the commands", self._help),
             ("tools", "list tools: /tools [server], or one tool in full: /tools NAME", self._tools),
@@ -105,16 +105,14 @@ class Repl:
             self.commands[name] = Command(name, help_text, handler)
 
     def server_log(self, server: str, line: str) -> None:
-        """An MCP log message (-v): shown at once during a turn; at the prompt or in a
-        question it would tear the input line, so it waits."""
-        self._pending_logs.append(Text(f"{server}: {line}", style="dim"))
-        if self._scopes and not self._asking:
-            self._flush_logs()
+        """An MCP log message (-v): shown during a turn (a burst a few times a second); at
+        the prompt or in a question it would tear the input line, so it waits."""
+        self._logs.console = self.status
+        self._logs.add(server, line, hold=not self._scopes or self._asking)
 
     def _flush_logs(self) -> None:
-        for text in self._pending_logs:
-            self.status.print(text)
-        self._pending_logs.clear()
+        self._logs.console = self.status
+        self._logs.flush()
 
     def argument_words(self, command: str) -> list[str]:
         """Completions for a command's argument: servers and tools, modes, prompt names."""
@@ -210,6 +208,7 @@ class Repl:
         try:
             yield
         finally:
+            self._flush_logs()  # the tail of a burst of server logs, before the prompt
             self._scopes.remove(scope)
             if installed and not self._scopes:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
