@@ -222,3 +222,23 @@ async def test_padded_arguments_show_their_beginning_and_end_and_what_is_hidden(
     assert "sk-proj-abcdefgh12345678" not in asked and "[REDACTED]" in asked
     assert len(asked) < 2_000  # the question and the command's start fit on one screen
     assert "declined to run" in model.requests[-1][-1]["content"]
+
+
+async def test_a_renamed_tool_is_listed_and_found_by_its_servers_own_name(
+    tmp_path: Path,
+) -> None:
+    """`time.srv` makes public names the model's API can take only renamed: /tools shows
+    the server's own name beside each, and `/tools get_current_time` finds the tool."""
+    command, args = time_server_command()
+    server = ServerConfig(name="time.srv", type="stdio", command=command, args=tuple(args))
+    settings = Settings(servers=(server,), state_dir=tmp_path)
+    async with ToolRegistry(settings, reserved_names={"terminate"}) as renamed:
+        assert await renamed.connect_all() == []
+        [public] = [p for p, s in renamed.tools.items() if s.name == "get_current_time"]
+        assert public != "time.srv__get_current_time"
+        text, _ = await drive(
+            renamed, FakeModel([]), ["/tools", "/tools get_current_time"], tmp_path
+        )
+    assert re.search(rf"{public}\s+get_current_time\s", text)  # both names, one row
+    assert f"{public}  (time.srv › get_current_time)" in text  # the tool in full
+    assert "hints: read-only, idempotent, closed world; runs without asking" in text
