@@ -7,6 +7,7 @@ documented exit codes. Set MCP_AGENT_DEBUG=1 to re-raise instead (for tests and 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import shlex
 import sys
@@ -23,6 +24,7 @@ from agent.tools.prestart import prestart
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
+CLOSE_FLAG = 0.75  # how alike a mistyped flag and a real one must be to suggest it
 CLI_SERVER_NAME = "main"
 
 app = typer.Typer(
@@ -308,9 +310,21 @@ def _resume_default(args: list[str]) -> list[str]:
 
 
 def _usage_message(exc: BaseException) -> str:
-    """The message with the flag it is about ("Invalid value for '--max-steps': ...")."""
+    """The message with the flag it is about ("Invalid value for '--max-steps': ...").
+
+    An unknown flag gets only a suggestion that is really close (`--max-step`), not the
+    parser's loose ones (`--bogus` -> `--verbose`), and otherwise a pointer to --help."""
+    name, near = getattr(exc, "option_name", None), getattr(exc, "possibilities", None)
+    if isinstance(name, str) and name.startswith("-"):
+        close = [p for p in near or () if _similarity(name, p) >= CLOSE_FLAG]
+        hint = f"did you mean {' or '.join(sorted(close))}?" if close else "see --help"
+        return f"No such option: {name} ({hint})"
     format_message = getattr(exc, "format_message", None)
     return str(format_message()) if callable(format_message) else str(exc)
+
+
+def _similarity(typed: str, flag: str) -> float:
+    return difflib.SequenceMatcher(None, typed.lstrip("-"), flag.lstrip("-")).ratio()
 
 
 def _is_usage_error(exc: Exception) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+from pathlib import Path
 
 PR_SET_DUMPABLE = 4
 
@@ -25,3 +26,18 @@ def make_non_dumpable() -> bool:
         return int(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
     except (OSError, AttributeError):  # no libc / no prctl (exotic builds): nothing to do
         return False
+
+
+def private_folder(path: Path) -> Path:
+    """Create `path` and every missing folder above it readable by the user only (0700):
+    the state folder holding sessions, logs and history is private too, not only its
+    subfolders (`mkdir(parents=True, mode=...)` gives the parents the umask's 0755).
+    Folders that exist already are left as they are."""
+    missing: list[Path] = []
+    folder = path
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    return path

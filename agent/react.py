@@ -200,7 +200,6 @@ class Agent:
                         return
                     case RunAgain():
                         continue
-            yield Notice(f"stopped after max_steps={self.max_steps} steps", "warning")
             yield RunFinished(
                 "max_steps",
                 None,

@@ -181,6 +181,10 @@ def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> 
     loaded = load(find_session(settings.state_dir, resume), redactor)
     for warning in loaded.warnings:
         stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
+    if not settings.ui.quiet:
+        count = len(loaded.messages)
+        said = f"resumed session {loaded.transcript.session_id} ({count} messages)"
+        stderr.print(Text(said, style="dim"))
     return loaded
 
 

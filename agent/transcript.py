@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from agent.errors import ConfigError
 from agent.memory import Message
+from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.text import valid_unicode
 
@@ -51,7 +52,7 @@ class Transcript:
         cls, state_dir: Path, meta: dict[str, Any], redactor: Redactor = PATTERNS_ONLY
     ) -> Transcript:
         folder = sessions_dir(state_dir)
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_folder(folder)
         transcript = cls(folder / f"{new_session_id()}.jsonl", redactor)
         transcript._write({"type": "meta", "created": time.time(), **meta})
         return transcript
@@ -180,7 +181,7 @@ def save_export(text: str, state_dir: Path, session_id: str, name: str = "") -> 
         path = Path(name).expanduser()
     else:
         folder = state_dir / "exports"
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_folder(folder)
         path = folder / f"{session_id}.md"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -199,6 +199,18 @@ def test_a_fatal_error_masks_the_settings_secrets(tmp_path: Path) -> None:
     assert "unknown account for [REDACTED]" in proc.stderr and key not in proc.stderr
 
 
+def test_resume_says_which_session_and_the_state_folder_is_private(tmp_path: Path) -> None:
+    with ScriptedLLM(text("first"), text("second")) as llm:
+        first = run_cli(["-p", "one"], tmp_path, base_url=llm.base_url)
+        second = run_cli(["-p", "two", "--resume"], tmp_path, base_url=llm.base_url)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert "resumed" not in first.stderr
+    [session] = [p.stem for p in (tmp_path / "state" / "sessions").glob("*.jsonl")]
+    assert f"resumed session {session} (2 messages)" in second.stderr
+    assert second.stdout == "second\n"
+    assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700  # the folder itself, too
+
+
 def test_piped_stdin_is_one_request(tmp_path: Path) -> None:
     with ScriptedLLM(text("piped answer")) as llm:
         proc = run_cli(
@@ -330,3 +342,32 @@ def test_a_lone_surrogate_from_the_model_is_replaced_not_fatal(tmp_path: Path, o
     assert proc.returncode == 0, proc.stderr
     answer = proc.stdout if output == "text" else json.loads(proc.stdout)["answer"]
     assert answer.strip() == "bad \ufffd char"
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("--bogus", "No such option: --bogus (see --help)"),
+        ("--max-step", "No such option: --max-step (did you mean --max-steps?)"),
+        ("--verbos", "No such option: --verbos (did you mean --verbose?)"),
+    ],
+)
+def test_an_unknown_flag_gets_a_close_suggestion_or_none(
+    flag: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.cli import main
+
+    assert main(["-p", "hi", flag]) == 2
+    assert capsys.readouterr().err == f"error: {said}\n"
+
+
+def test_max_steps_is_said_once(tmp_path: Path) -> None:
+    call = tool_calls(("time__get_current_time", {"timezone": "UTC"}))
+    with ScriptedLLM(call, call) as llm:
+        proc = run_cli(
+            [*time_server_args(), "-p", "loop", "--max-steps", "2"], tmp_path, base_url=llm.base_url
+        )
+    assert proc.returncode == 3
+    assert [line for line in proc.stderr.splitlines() if "max_steps" in line] == [
+        "stopped: max_steps (2) reached before an answer"
+    ]

@@ -9,7 +9,14 @@ import pytest
 
 from agent.approval import ApprovalPolicy, ApprovalRequest, Decision
 from agent.errors import ContextOverflowError, ModelError
-from agent.events import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+from agent.events import (
+    Event,
+    Notice,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from agent.llm import Reply, ToolCall, Usage
 from agent.memory import Memory
 from agent.react import Agent
@@ -101,8 +108,10 @@ async def test_invalid_json_and_unknown_tool_become_observations() -> None:
 async def test_max_steps_stops_the_run() -> None:
     script = [calls(("echo", {"text": str(i)})) for i in range(3)]
     agent, _ = make(script[:2], FakeTools({"echo": echo}), max_steps=2)
-    done = finished(await drain(agent, "loop"))
+    events = await drain(agent, "loop")
+    done = finished(events)
     assert (done.status, done.steps) == ("max_steps", 2)
+    assert not [e for e in events if isinstance(e, Notice)]  # said once, by the finish
 
 
 async def test_terminate_ends_the_run_with_its_answer() -> None:

@@ -8,6 +8,7 @@ and printed, so a failing run shows exactly what was on screen.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sys
@@ -157,6 +158,7 @@ def test_a_killed_session_resumes_with_every_completed_turn(
         assert term.exit_code() == 128 + signal.SIGKILL
 
         resumed = start(terminals, llm, workspace, "resumed", "--resume")
+        assert re.search(r"resumed session \S+ \(4 messages\)", resumed.screen())
         resumed.type("and now?")
         resumed.wait_for(r"second answer")
         resumed.type("/exit")

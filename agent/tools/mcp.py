@@ -43,6 +43,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
 from agent.config import ServerConfig, server_env
+from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.base import ConnectProblem, ProgressFn, ServerStopped, ToolServer, ToolSpec
 from agent.tools.prestart import AdoptedProcess, Prestarted, stop_prestarted
@@ -260,7 +261,7 @@ class MCPServerConnection(ToolServer):
         self.list_warnings: list[str] = []  # tools skipped as malformed, for the registry
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_folder(self.log_path.parent)
         self._log = self._open_log()
         stack.callback(self._close_log)
         self._log_start = self._log_bytes

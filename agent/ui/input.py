@@ -20,6 +20,7 @@ from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from agent.config import Settings
+from agent.private import private_folder
 
 
 class CompletionSource(Protocol):
@@ -124,7 +125,7 @@ class PipedLines:
 def history_file(settings: Settings) -> Path:
     """The input history: private (0600), since people paste secrets into prompts."""
     path = settings.state_dir / "history"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_folder(path.parent)
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     path.chmod(0o600)  # one made by an older version
     return path
