@@ -112,7 +112,8 @@ class ServerConfig(_Frozen):
     tool_timeout: float | None = Field(default=None, gt=0)
     include_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] = ()
-    mode: Literal["legacy", "auto"] = "legacy"
+    # None: decided by the connection (legacy handshake first, 2026-07-28 when it is refused).
+    mode: Literal["legacy", "auto", "2026-07-28"] | None = None
     path: str = "openapi.json"
     auth_type: Literal["none", "bearer"] | None = None
     key: str | None = Field(default=None, repr=False)

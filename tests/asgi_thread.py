@@ -29,7 +29,8 @@ def serve(app: Any, **config: Any) -> Iterator[int]:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off", **config))
+    config.setdefault("lifespan", "off")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -38,14 +38,21 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp_types.jsonrpc import METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
 from agent.config import ServerConfig, server_env
 from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY, Redactor
-from agent.tools.base import ConnectProblem, ProgressFn, ServerStopped, ToolServer, ToolSpec
+from agent.tools.base import (
+    ConnectProblem,
+    ProgressFn,
+    ServerStopped,
+    ToolServer,
+    ToolSpec,
+    describe_exception,
+)
 from agent.tools.prestart import AdoptedProcess, Prestarted, stop_prestarted
 from agent.tools.unparsable import reply_error_for
 
@@ -191,6 +198,11 @@ _HTTP_HINTS = {
     403: " (the server refused these credentials: check the Authorization header)",
     404: " (nothing at this URL: check --server-url / 'url'; streamable HTTP is usually /mcp)",
 }
+_ERA_NAMES = {
+    "legacy": "legacy handshake (initialize)",
+    "auto": "server/discover, then initialize",
+    "2026-07-28": "2026-07-28 protocol (server/discover)",
+}
 LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
 LOG_FLUSH_INTERVAL = 0.2  # seconds; a burst of log lines is written in blocks
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
@@ -269,31 +281,53 @@ class MCPServerConnection(ToolServer):
         _connection_log.set(self._write_log)  # inherited by the transport's tasks
         if self.config.include_tools is None:  # else the wanted ones may lie past the cap
             _tool_cap.set(self._cap)
-        transport = _watch_end(await self._transport(stack), self.loss_reporter())
-        client = Client(
-            transport,
-            mode=self.config.mode,
-            client_info=CLIENT_INFO,
-            logging_callback=self._on_log,
-            log_level=LOG_LEVEL,
-            message_handler=self._message_handler,
-            sampling_callback=self._callbacks.sampling,
-            elicitation_callback=self._callbacks.elicitation,
-            list_roots_callback=self._callbacks.list_roots,
-        )
-        self._http_error = None
-        try:
-            self._client = await stack.enter_async_context(client)
-        except Exception as exc:
-            if self._http_error is None:
-                raise
-            raise ConnectProblem(self._http_error) from exc  # the SDK drops the status
+        client = await self._handshake(stack)
         self.instructions = client.instructions
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS and self._message_handler:
             # 2026-07-28 servers send no spontaneous list_changed: subscribe for them.
             listeners = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(listeners.cancel_scope.cancel)  # LIFO: before the group is exited
             listeners.start_soon(self._listen_for_changes, client)
+
+    async def _handshake(self, stack: contextlib.AsyncExitStack) -> Client:
+        """Open the transport and shake hands in the configured era, or decide it.
+
+        With no `mode`, the legacy `initialize` goes first (it works with every server
+        released before 2026-07-28 and keeps their notifications); a server that answers it
+        with a refusal is modern-only, and a second connection speaks 2026-07-28 to it. A
+        refusal comes back at once on every transport, so neither kind waits on a probe.
+        """
+        modes = [self.config.mode] if self.config.mode else ["legacy", MODERN_PROTOCOL_VERSIONS[-1]]
+        tried: list[str] = []
+        for mode in modes:
+            client = Client(
+                _watch_end(await self._transport(stack), self.loss_reporter()),
+                mode=mode,
+                client_info=CLIENT_INFO,
+                logging_callback=self._on_log,
+                log_level=LOG_LEVEL,
+                message_handler=self._message_handler,
+                sampling_callback=self._callbacks.sampling,
+                elicitation_callback=self._callbacks.elicitation,
+                list_roots_callback=self._callbacks.list_roots,
+            )
+            self._http_error = None
+            try:
+                self._client = await stack.enter_async_context(client)
+                return client
+            except Exception as exc:
+                http_error = self._http_error  # the SDK drops the status; we kept it
+                cause = http_error or describe_exception(exc)
+                tried.append(f"{_ERA_NAMES.get(mode, mode)}: {cause}")
+                if mode != modes[-1] and _era_refused(exc, http_error):
+                    self._write_log(f"[agent] {tried[-1]}; trying the 2026-07-28 protocol")
+                    continue
+                if len(tried) > 1 or self.config.mode:
+                    raise ConnectProblem("; ".join(tried)) from exc
+                if http_error is not None:
+                    raise ConnectProblem(http_error) from exc
+                raise
+        raise AssertionError("unreachable")
 
     async def _listen_for_changes(self, client: Client) -> None:
         """Turn `subscriptions/listen` events into the same notifications legacy servers send."""
@@ -730,6 +764,16 @@ def _timed_out(exc: MCPError) -> bool:
     """The SDK's own request timeout (-32001), not a failure the server reported (whose
     text may well say "timed out" about something upstream)."""
     return exc.code == REQUEST_TIMEOUT
+
+
+def _era_refused(exc: BaseException, http_error: str | None) -> bool:
+    """Whether the server answered the handshake with a refusal (it speaks another era),
+    rather than being unreachable, gone, or asking for credentials."""
+    if http_error is not None:
+        return http_error.startswith("HTTP 400")
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, MCPError) and exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
 
 
 def _read_some(fd: int) -> bytes | None:

@@ -1,0 +1,47 @@
+"""A server that speaks only the 2026-07-28 protocol: it refuses the legacy `initialize`.
+
+The SDK's MCPServer serves both eras; a middleware that refuses the handshake the way a
+modern-only server does (-32022 naming the versions it speaks) makes it modern-only. Run as
+a script it serves stdio; `app()` gives the streamable HTTP app for `tests.asgi_thread.serve`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp import MCPError
+from mcp.server import MCPServer
+from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+
+class RefuseHandshake:
+    """Server middleware: `initialize` is answered with an unsupported-version error."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "initialize":
+            raise MCPError(
+                code=UNSUPPORTED_PROTOCOL_VERSION,
+                message="Unsupported protocol version",
+                data={"supported": list(MODERN_PROTOCOL_VERSIONS)},
+            )
+        return await call_next(ctx)
+
+
+def build() -> MCPServer:
+    server = MCPServer("modern-only", middleware=[RefuseHandshake()])
+
+    @server.tool()
+    def greet(name: str) -> str:
+        """Say hello."""
+        return f"hello {name}"
+
+    return server
+
+
+def app() -> Any:
+    return build().streamable_http_app()
+
+
+if __name__ == "__main__":
+    build().run("stdio")
