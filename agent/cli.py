@@ -206,12 +206,25 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show full tool output and server logs.")
     ] = False,  # noqa: E501
+    login: Annotated[
+        str | None,
+        typer.Option(
+            "--login",
+            help="Log in to the configured server NAME (OAuth, in the browser), store its "
+            "tokens, exit.",
+            metavar="NAME",
+        ),
+    ] = None,
 ) -> None:
     """Run the agent: a REPL, or one request with --prompt."""
     if output not in ("text", "json"):
         raise ConfigError(f"--output {output!r}: use text or json")
     opts = dict(locals())
     settings = resolve_settings(opts, dict(os.environ))
+    if login is not None:
+        from agent.login import run_login
+
+        raise typer.Exit(run_login(settings, login))
     request = _single_shot_request(prompt, interactive)
     # The stdio servers start now, while the heavy imports below load.
     prestarts = prestart(settings.servers, os.environ)

@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent.config_files import default_files, find_mcp_config
 from agent.errors import ConfigError
@@ -95,6 +102,35 @@ class UISettings(_Frozen):
     approval: Literal["ask", "yes", "read-only"] = "ask"
 
 
+class OAuthConfig(_Frozen):
+    """How to log in to a remote server (the `oauth` key as an object).
+
+    Everything is optional: with none of it the client registers itself (client ID
+    metadata document or dynamic registration) and asks for the scopes the server names.
+    """
+
+    scope: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = Field(default=None, repr=False)
+    client_metadata_url: str | None = None
+    redirect_port: int | None = Field(default=None, ge=0, le=65535)
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    issuer: str | None = None  # the authorization server that issued client_id/secret
+
+    @model_validator(mode="after")
+    def _credentials_for_the_grant(self) -> OAuthConfig:
+        if self.grant == "client_credentials" and not (self.client_id and self.client_secret):
+            raise ValueError("grant client_credentials needs client_id and client_secret")
+        return self
+
+    @field_validator("client_metadata_url")
+    @classmethod
+    def _https_document(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("https://"):
+            raise ValueError("must be an https:// URL of the client ID metadata document")
+        return value
+
+
 class ServerConfig(_Frozen):
     """One tool server, as declared in mcpServers or on the command line."""
 
@@ -114,6 +150,9 @@ class ServerConfig(_Frozen):
     exclude_tools: tuple[str, ...] = ()
     # None: decided by the connection (legacy handshake first, 2026-07-28 when it is refused).
     mode: Literal["legacy", "auto", "2026-07-28"] | None = None
+    # True / an object: log in with OAuth; False: never. None: on for http and sse servers
+    # without an Authorization header (a static header always wins).
+    oauth: bool | OAuthConfig | None = None
     path: str = "openapi.json"
     auth_type: Literal["none", "bearer"] | None = None
     key: str | None = Field(default=None, repr=False)
@@ -139,6 +178,14 @@ class ServerConfig(_Frozen):
     def trusts(self, tool: str) -> bool:
         """Whether the user's config approves `tool` (the server's own name) without asking."""
         return self.trust is True or (isinstance(self.trust, tuple) and tool in self.trust)
+
+    def oauth_config(self) -> OAuthConfig | None:
+        """The OAuth settings in force for this server, or None when it does not log in."""
+        if self.type not in ("http", "sse") or self.oauth is False:
+            return None
+        if any(k.lower() == "authorization" for k in self.headers):
+            return None
+        return self.oauth if isinstance(self.oauth, OAuthConfig) else OAuthConfig()
 
     def wants_tool(self, tool: str) -> bool:
         """Apply include_tools / exclude_tools."""
@@ -172,8 +219,13 @@ def secret_values(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     for server in settings.servers:
         values += header_secrets(server.headers)
         values.append(server.key)
+        if isinstance(server.oauth, OAuthConfig):
+            values.append(server.oauth.client_secret)
         values += [v for k, v in server.env.items() if is_secret_name(k)]
     values += [v for k, v in environ.items() if is_secret_name(k) and k.isupper()]
+    from agent.auth.store import stored_secrets  # here: it loads the SDK's auth models
+
+    values += stored_secrets(settings.state_dir)  # tokens kept on disk by earlier logins
     return [v for v in values if v]
 
 

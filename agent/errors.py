@@ -54,6 +54,15 @@ class ToolServerError(AgentError):
         self.cause = cause
 
 
+class LoginNeededError(ToolServerError):
+    """A remote server needs a login this run may not ask for (it has no terminal)."""
+
+    def __init__(self, server: str, cause: str) -> None:
+        super().__init__(server, "login", cause)
+        self.message = f"server '{server}' {cause}"
+        self.args = (self.message,)
+
+
 class ContextOverflowError(ModelError):
     """The request did not fit the model's context window; the loop trims and re-sends.
 

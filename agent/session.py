@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.approval import ApprovalPolicy, AskFn
+from agent.auth.login import LoginHost
 from agent.catalog import Catalog
 from agent.config import Settings
 from agent.errors import ConfigError
@@ -120,14 +121,22 @@ async def connected(
     stderr: Console,
     requests: ServerRequests | None = None,
     prestarts: Prestarts | None = None,
+    login: LoginHost | None = None,
 ) -> AsyncIterator[ToolRegistry]:
-    """Connect every server; report failures by name and carry on with the rest."""
+    """Connect every server; report failures by name and carry on with the rest.
+
+    `login`: how a server that needs a login may ask a person; None (scripts) never asks.
+    """
     callbacks = requests.callbacks if requests is not None else None
     if settings.ui.verbose:  # -v: which files these settings came from
         files = ", ".join(settings.config_files) or "none (defaults)"
         stderr.print(f"config files read: {files}", markup=False, highlight=False, style="dim")
     async with ToolRegistry(
-        settings, reserved_names=AGENT_TOOL_NAMES, callbacks=callbacks, prestarts=prestarts
+        settings,
+        reserved_names=AGENT_TOOL_NAMES,
+        callbacks=callbacks,
+        prestarts=prestarts,
+        login=login,
     ) as registry:
         with _connecting(stderr, settings):
             async with anyio.create_task_group() as tg:
@@ -370,7 +379,7 @@ async def _single(
             auto_approve=settings.ui.approval == "yes",
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
         )
-        async with connected(settings, stderr, requests, prestarts) as registry:
+        async with connected(settings, stderr, requests, prestarts=prestarts) as registry:
             record.servers = server_states(registry)
             if (problem := unavailable(registry)) is not None:
                 refused = RunFinished("error", None, 0, Usage(), problem)
@@ -424,6 +433,7 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
     """
     from prompt_toolkit.history import FileHistory, InMemoryHistory  # only the REPL needs them
 
+    from agent.login import terminal_host
     from agent.ui.input import PipedLines, ReplCompleter, history_file, prompt_session
     from agent.ui.repl import Repl
 
@@ -446,7 +456,10 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
             auto_approve=settings.ui.approval == "yes",
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
         )
-        async with connected(settings, stderr, requests, prestarts) as registry:
+        login = None if piped else terminal_host(stderr, paste=False)
+        async with connected(
+            settings, stderr, requests, prestarts=prestarts, login=login
+        ) as registry:
             renderer = EventRenderer(
                 stderr if piped else console,
                 verbosity=verbosity(settings),

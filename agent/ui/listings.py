@@ -87,13 +87,18 @@ def show_tool(console: Console, public: str, spec: ToolSpec, *, asks: bool) -> N
     console.print(Text(schema, style="dim"))
 
 
-def show_servers(console: Console, statuses: Sequence[ServerStatus]) -> None:
+def show_servers(
+    console: Console, statuses: Sequence[ServerStatus], auth: Mapping[str, str] | None = None
+) -> None:
+    """`auth`: how each remote server logs in (logged in, needs login, static header...)."""
+    auth = {k: v for k, v in (auth or {}).items() if v}
     columns = [
         Column("server", key=True),
         Column("transport", stacked="head"),
         Column("state", stacked="head"),
         Column("tools", stacked="head", label="tools"),
         Column("restarts", stacked="head", label="restarts"),
+        *([Column("auth", label="auth")] if auth else []),
         Column("last error", label="last error"),
     ]
     rows = []
@@ -107,6 +112,7 @@ def show_servers(console: Console, statuses: Sequence[ServerStatus]) -> None:
                 Text(st.state, style=STATE_STYLES.get(st.state, "")),
                 str(st.tool_count),
                 str(st.restarts),
+                *([Text(auth.get(st.name, ""))] if auth else []),
                 Text(st.error or "", style=error_style),
             ]
         )

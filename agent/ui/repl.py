@@ -25,13 +25,15 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.approval import ApprovalRequest, Decision
+from agent.auth.provider import forget
 from agent.catalog import Catalog
 from agent.config import Settings
 from agent.config_files import save_trust
-from agent.errors import ConfigError
+from agent.errors import ConfigError, ToolServerError
 from agent.events import RunFinished
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
+from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, save_export, to_markdown
 from agent.ui import arguments, listings
@@ -99,6 +101,8 @@ class Repl:
                 self._approve,
             ),
             ("save", "export the conversation as Markdown: /save [file.md]", self._save),
+            ("login", "log in to a server (OAuth, in the browser): /login NAME", self._login),
+            ("logout", "forget a server's tokens: /logout NAME", self._logout),
             ("exit", "leave (also Ctrl-D)", self._exit),
             ("quit", "leave", self._exit),
         ):
@@ -123,7 +127,7 @@ class Repl:
             return ["ask", "yes", "read-only", "save"]
         if command == "prompt":
             return [p.name for _, p in self.catalog.prompts]
-        if command in ("resources", "prompts", "servers"):
+        if command in ("resources", "prompts", "servers", "login", "logout"):
             return list(self.registry.servers)
         return []
 
@@ -351,7 +355,8 @@ class Repl:
         listings.show_tools(self.console, self.registry.tools, arg)
 
     async def _servers(self, arg: str) -> None:
-        listings.show_servers(self.console, self.registry.statuses())
+        auth = {name: self.registry.auth_words(name) for name in self.registry.servers}
+        listings.show_servers(self.console, self.registry.statuses(), auth)
         for name, server in self.registry.servers.items():
             roots = getattr(server, "roots", ())
             offered = ", ".join(str(r) for r in roots) if roots else "none"
@@ -526,6 +531,38 @@ class Repl:
             self.console.print(Text(f"cannot save to {where}: {exc.strerror}", style="red"))
             return
         self.console.print(Text(f"saved {len(self.agent.memory.messages)} messages to {path}"))
+
+    def _login_target(self, arg: str, command: str) -> MCPServerConnection | None:
+        server = self.registry.servers.get(arg.strip())
+        if isinstance(server, MCPServerConnection) and server.auth is not None:
+            return server
+        known = [n for n, s in self.registry.servers.items() if getattr(s, "auth", None)]
+        hint = f"servers that log in: {', '.join(known)}" if known else "no server logs in"
+        self.console.print(Text(f"usage: /{command} NAME ({hint})", style="yellow"))
+        return None
+
+    async def _login(self, arg: str) -> None:
+        """Log in again (fresh tokens) and reconnect; Ctrl-C cancels the login only."""
+        server = self._login_target(arg, "login")
+        if server is None or server.auth is None:
+            return
+        forget(server.auth, delete=False)
+        try:
+            await self.registry.reconnect(server.name)
+        except ToolServerError as exc:
+            self.console.print(Text(f"login failed: {exc}", style="red"))
+            return
+        words = self.registry.auth_words(server.name)
+        self.console.print(Text(f"'{server.name}': {words}; {server.status.tool_count} tools"))
+
+    async def _logout(self, arg: str) -> None:
+        server = self._login_target(arg, "logout")
+        if server is None or server.auth is None:
+            return
+        had = forget(server.auth, delete=True)
+        await self.registry.disconnect(server.name, f"logged out (/login {server.name})")
+        said = "tokens removed" if had else "no tokens were stored"
+        self.console.print(Text(f"logged out of '{server.name}': {said}"))
 
     async def _exit(self, arg: str) -> bool:
         return True

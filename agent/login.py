@@ -1,0 +1,78 @@
+"""`run_mcp.py --login NAME`: log in to one configured server, store its tokens, exit.
+
+It was asked for, so unlike every other run without a terminal it opens the browser
+(Python's `webbrowser`, so `$BROWSER` is honoured) and waits for the callback. At a
+terminal the URL the browser ends on may also be pasted, for a browser on another machine.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+from rich.console import Console
+from rich.text import Text
+
+from agent.auth.login import LoginHost
+from agent.auth.provider import auth_words, forget
+from agent.config import ServerConfig, Settings
+from agent.errors import ConfigError
+from agent.tools.mcp import MCPServerConnection
+from agent.tools.registry import ToolRegistry
+from agent.ui.safe import SafeConsole
+
+
+def login_server(settings: Settings, name: str) -> ServerConfig:
+    """The configured server `name`, if it is one that logs in; else a ConfigError."""
+    servers = {s.name: s for s in settings.servers}
+    config = servers.get(name)
+    if config is None:
+        known = ", ".join(servers) or "none"
+        raise ConfigError(f"--login {name}: no server of that name (servers: {known})")
+    if config.oauth_config() is None:
+        why = (
+            "it has an Authorization header"
+            if any(k.lower() == "authorization" for k in config.headers)
+            else "'oauth' is false"
+            if config.oauth is False
+            else f"it is a {config.type} server (only http and sse servers log in)"
+        )
+        raise ConfigError(f"--login {name}: this server does not log in: {why}")
+    return config
+
+
+async def _paste_from_terminal() -> str:
+    return await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+
+
+def terminal_host(console: Console, *, paste: bool) -> LoginHost:
+    def notify(line: str) -> None:
+        console.print(Text(line))
+        if paste:
+            console.print(Text("(or paste here the address the browser ends on)", style="dim"))
+
+    return LoginHost(interactive=True, notify=notify, paste=_paste_from_terminal if paste else None)
+
+
+async def _login(settings: Settings, name: str) -> int:
+    config = login_server(settings, name)
+    console = SafeConsole(stderr=True)
+    host = terminal_host(console, paste=sys.stdin.isatty())
+    only = settings.model_copy(update={"servers": (config,)})
+    async with ToolRegistry(only, login=host) as registry:
+        server = registry.servers[name]
+        assert isinstance(server, MCPServerConnection) and server.auth is not None
+        forget(server.auth, delete=False)  # a fresh login, even if tokens are stored
+        failures = await registry.connect_all()
+        if failures:
+            raise failures[0]
+        words = auth_words(config, server.token_store)
+        console.print(
+            Text(f"logged in to '{name}' ({words}); {server.status.tool_count} tools"),
+            style="green",
+        )
+    return 0
+
+
+def run_login(settings: Settings, name: str) -> int:
+    return anyio.run(_login, settings, name)

@@ -1,0 +1,111 @@
+"""OAuth end to end, no mocks of our stack: a real protected MCP server (the SDK's server
+auth), `run_mcp.py --login` with `$BROWSER` following the authorization URL, then headless
+runs that use, refresh and finally lose the stored tokens."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli import run_cli
+from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.oauth_server import serve_protected
+
+pytestmark = pytest.mark.slow
+BROWSER = f"{sys.executable} {Path(__file__).with_name('follow_browser.py')} %s"
+NEEDS_LOGIN = "warning: server 'vault' needs a login: run `run_mcp.py --login vault` at a terminal"
+
+
+def write_config(tmp_path: Path, url: str) -> Path:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"vault": {"type": "http", "url": url}}}))
+    return config
+
+
+def ask_secret(tmp_path: Path, config: Path) -> tuple[int, str, str]:
+    """A headless -p run whose model calls the protected tool once."""
+    script = [tool_calls(("vault__secret_number", {})), text("It is 4217.")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            ["--mcp-config", str(config), "-p", "what is the secret number?"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+        seen = json.dumps(llm.requests)
+    return proc.returncode, proc.stderr, seen
+
+
+def test_login_once_then_headless_runs_refresh_and_ask_again_when_revoked(tmp_path: Path) -> None:
+    with serve_protected() as (url, authority):
+        config = write_config(tmp_path, url)
+        env = {"BROWSER": BROWSER}
+
+        # Headless with no tokens: one line naming the server, no browser, the run goes on.
+        code, stderr, _ = ask_secret(tmp_path, config)
+        assert NEEDS_LOGIN in stderr and authority.authorizations == 0
+
+        login = run_cli(
+            ["--mcp-config", str(config), "--login", "vault"],
+            tmp_path,
+            base_url=None,
+            extra_env=env,
+        )
+        assert login.returncode == 0, login.stderr
+        assert "logged in to 'vault' (logged in, expires at" in login.stderr
+        assert authority.authorizations == 1
+
+        store = tmp_path / "state" / "oauth"
+        (token_file,) = store.glob("*.json")
+        assert stat.S_IMODE(store.stat().st_mode) == 0o700
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+
+        code, stderr, seen = ask_secret(tmp_path, config)
+        assert code == 0, stderr
+        assert "the secret number is 4217" in seen
+
+        authority.expire_access_tokens()  # the server stops taking the access token
+        code, stderr, seen = ask_secret(tmp_path, config)
+        assert code == 0 and "the secret number is 4217" in seen, stderr
+        assert authority.refreshes == 1 and authority.authorizations == 1
+
+        authority.revoke_refresh_tokens()
+        code, stderr, seen = ask_secret(tmp_path, config)
+        lines = [line for line in stderr.splitlines() if "login" in line]
+        assert len(lines) == 1 and NEEDS_LOGIN in lines[0], stderr
+        assert code == 0  # the run's own status: the model answered without the server
+        assert authority.authorizations == 1  # headless never opened a browser
+
+        written = [p for p in tmp_path.rglob("*") if p.is_file() and store not in p.parents]
+        for path in written:
+            content = path.read_text(errors="replace")
+            for issued in authority.issued:
+                assert issued not in content, f"a token leaked into {path}"
+
+
+def test_logout_removes_the_stored_tokens(tmp_path: Path) -> None:
+    with serve_protected() as (url, _authority):
+        config = write_config(tmp_path, url)
+        login = run_cli(
+            ["--mcp-config", str(config), "--login", "vault"],
+            tmp_path,
+            base_url=None,
+            extra_env={"BROWSER": BROWSER},
+        )
+        assert login.returncode == 0, login.stderr
+        store = tmp_path / "state" / "oauth"
+        assert list(store.glob("*.json"))
+        with ScriptedLLM() as llm:
+            repl = run_cli(
+                ["--mcp-config", str(config), "-i"],
+                tmp_path,
+                base_url=llm.base_url,
+                stdin="/servers\n/logout vault\n/servers\n",
+            )
+        assert repl.returncode == 0, repl.stderr
+        assert "logged out of 'vault': tokens removed" in repl.stdout
+        assert "needs login" in repl.stdout.split("logged out")[1]
+        assert not list(store.glob("*.json"))
