@@ -17,7 +17,8 @@ from tests.oauth_server import serve_protected
 
 pytestmark = pytest.mark.slow
 BROWSER = f"{sys.executable} {Path(__file__).with_name('follow_browser.py')} %s"
-NEEDS_LOGIN = "warning: server 'vault' needs a login: run `run_mcp.py --login vault` at a terminal"
+HOW = "needs a login: run `run_mcp.py --login vault` at a terminal"
+NEEDS_LOGIN = f"warning: server 'vault' {HOW}"
 
 
 def write_config(tmp_path: Path, url: str) -> Path:
@@ -26,9 +27,9 @@ def write_config(tmp_path: Path, url: str) -> Path:
     return config
 
 
-def ask_secret(tmp_path: Path, config: Path) -> tuple[int, str, str]:
+def ask_secret(tmp_path: Path, config: Path, *, calls: bool = True) -> tuple[int, str, str]:
     """A headless -p run whose model calls the protected tool once."""
-    script = [tool_calls(("vault__secret_number", {})), text("It is 4217.")]
+    script = [tool_calls(("vault__secret_number", {})), text("It is 4217.")] if calls else []
     with ScriptedLLM(*script) as llm:
         proc = run_cli(
             ["--mcp-config", str(config), "-p", "what is the secret number?"],
@@ -44,9 +45,10 @@ def test_login_once_then_headless_runs_refresh_and_ask_again_when_revoked(tmp_pa
         config = write_config(tmp_path, url)
         env = {"BROWSER": BROWSER}
 
-        # Headless with no tokens: one line naming the server, no browser, the run goes on.
-        code, stderr, _ = ask_secret(tmp_path, config)
-        assert NEEDS_LOGIN in stderr and authority.authorizations == 0
+        # Headless with no tokens: one line naming the server, no browser, no wait; with
+        # no server left the run fails before the model is asked (exit 1).
+        code, stderr, _ = ask_secret(tmp_path, config, calls=False)
+        assert NEEDS_LOGIN in stderr and code == 1 and authority.authorizations == 0
 
         login = run_cli(
             ["--mcp-config", str(config), "--login", "vault"],
@@ -73,10 +75,10 @@ def test_login_once_then_headless_runs_refresh_and_ask_again_when_revoked(tmp_pa
         assert authority.refreshes == 1 and authority.authorizations == 1
 
         authority.revoke_refresh_tokens()
-        code, stderr, seen = ask_secret(tmp_path, config)
-        lines = [line for line in stderr.splitlines() if "login" in line]
-        assert len(lines) == 1 and NEEDS_LOGIN in lines[0], stderr
-        assert code == 0  # the run's own status: the model answered without the server
+        code, stderr, seen = ask_secret(tmp_path, config, calls=False)
+        assert NEEDS_LOGIN in stderr
+        assert f"error: no tool server is available: 'vault': {HOW}" in stderr
+        assert code == 1  # its only server is gone: status error, before the model is asked
         assert authority.authorizations == 1  # headless never opened a browser
 
         written = [p for p in tmp_path.rglob("*") if p.is_file() and store not in p.parents]
