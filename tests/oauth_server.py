@@ -25,6 +25,7 @@ from mcp.server.auth.provider import (
     AuthorizationCode,
     AuthorizationParams,
     RefreshToken,
+    TokenError,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
@@ -47,6 +48,7 @@ class MemoryAuthority:
     issued: list[str] = field(default_factory=list)  # every token and secret handed out
     refreshes: int = 0
     authorizations: int = 0
+    refuse_codes: bool = False  # the token endpoint answers invalid_grant
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -84,6 +86,8 @@ class MemoryAuthority:
         self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
     ) -> OAuthToken:
         self.codes.pop(authorization_code.code, None)
+        if self.refuse_codes:
+            raise TokenError("invalid_grant", "the code was refused")
         return self._issue(client.client_id or "", authorization_code.scopes)
 
     async def load_refresh_token(
