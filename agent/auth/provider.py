@@ -49,6 +49,10 @@ class LoginProblem(Exception):
     """A login step failed; the message names the step and the server's answer."""
 
 
+class NoLoginOffered(Exception):
+    """A 401 that names no way to log in, in a run that may not explore one."""
+
+
 class _AgentFlow:
     """Mixed into the SDK's providers (see module docstring)."""
 
@@ -112,7 +116,7 @@ class _AgentFlow:
                         response = yield request
                 if outgoing is request and not asked and _needs_person(response):
                     asked = True
-                    await self._before_person()
+                    await self._before_person(response)
                 elif outgoing is not request and not response.is_success:
                     await response.aread()
                     answer = f"HTTP {response.status_code} {response.text[:ANSWER_LIMIT]}".strip()
@@ -121,6 +125,9 @@ class _AgentFlow:
             return
         except LoginRequired as exc:
             self.problem = str(exc)
+            raise
+        except NoLoginOffered:
+            self.problem = None  # the endpoint's own 401 is the news
             raise
         except Exception as exc:
             self.problem = _phrase(exc, step, answer)
@@ -132,10 +139,12 @@ class _AgentFlow:
     def _grant(self) -> str:
         return self.oauth.grant
 
-    async def _before_person(self) -> None:
+    async def _before_person(self, response: httpx2.Response) -> None:
         """A 401 that only a person can answer: refuse when headless, else get ready."""
         if self._grant() != "authorization_code":
             return
+        if not self.host.interactive and "www-authenticate" not in response.headers:
+            raise NoLoginOffered  # a static-token server, most likely: its 401 says so
         if not self.host.interactive:
             raise LoginRequired(
                 f"{NEEDS_LOGIN}: run `run_mcp.py --login {self.server_name}` at a terminal"

@@ -209,6 +209,10 @@ _ERA_NAMES = {
 _OAUTH_OFF_HINT = (
     " (the server wants a login: remove 'oauth': false, or set an Authorization header)"
 )
+_LOGIN_OR_HEADER_HINT = (
+    " (the server wants credentials: `run_mcp.py --login {name}` if it offers a login,"
+    " or an Authorization header with -H or 'headers')"
+)
 LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
 LOG_FLUSH_INTERVAL = 0.2  # seconds; a burst of log lines is written in blocks
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
@@ -422,6 +426,8 @@ class MCPServerConnection(ToolServer):
         hint = _HTTP_HINTS.get(status, "")
         if status == 401 and self.config.oauth is False:
             hint = _OAUTH_OFF_HINT
+        elif status == 401 and self.auth is not None:
+            hint = _LOGIN_OR_HEADER_HINT.format(name=self.name)
         self._http_error = f"HTTP {status} {response.reason_phrase}".strip() + hint
         replies = _http_replies.get()
         if replies is not None and MCP_SESSION_ID in response.request.headers:
