@@ -16,6 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from agent.tools.mcp import _WholeLines
 from agent.tools.registry import ToolRegistry
+from agent.tools.toolcap import cut_tool_list
 from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, text, tool_calls
 from tests.servers import fault_server_command, settings_for, stdio
@@ -141,3 +142,14 @@ def test_after_the_answer_the_process_ends_with_its_servers_and_their_children(
             os.kill(child, signal.SIGKILL)
             raise AssertionError(f"child {child} of the server outlived the agent")
         time.sleep(0.05)
+
+
+def test_a_huge_tool_list_is_cut_while_it_is_decoded() -> None:
+    schema = {"a": ']}, [ \\ "', "b": [1, {"c": None}]}
+    tools = [{"name": f"t{i}", "inputSchema": schema} for i in range(9)]
+    message = {"jsonrpc": "2.0", "id": 7, "result": {"tools": tools, "nextCursor": "9"}}
+    cut = cut_tool_list(json.dumps(message, indent=1), 4)
+    assert cut == ({**message, "result": {"tools": tools[:4], "nextCursor": "9"}}, 9)
+    assert cut_tool_list('{"id": 1, "result": {"content": []}}', 4) is None  # not a tool list
+    assert cut_tool_list('{"id": 1, "result": {"tools": [{}]', 4) is None  # cut short
+    assert cut_tool_list('{"id": 1} trailing', 4) is None

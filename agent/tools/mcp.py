@@ -57,6 +57,7 @@ from agent.tools.base import (
     describe_exception,
 )
 from agent.tools.prestart import AdoptedProcess, Prestarted, stop_prestarted
+from agent.tools.toolcap import cut_tool_list
 from agent.tools.unparsable import reply_error_for
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
@@ -121,20 +122,15 @@ def _parse_capped_line(line: str) -> Any:
 
     The SDK turns every tool of a page into pydantic models (and validates it twice): for a
     server announcing 50,000 tools that is most of 15 s and 400 MB. Cutting the raw JSON
-    (json.loads is C, fast) keeps the cost bounded by the cap, not by the server.
+    (agent.tools.toolcap: the C decoder, one tool at a time) keeps the cost bounded by the
+    cap, not by the server.
     """
     cap = _tool_cap.get()
     if cap is not None and len(line) > BIG_LINE and '"tools"' in line:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return _sdk_parse_line(line)  # the SDK reports it
-        result = message.get("result") if isinstance(message, dict) else None
-        tools = result.get("tools") if isinstance(result, dict) else None
-        if isinstance(tools, list) and len(tools) > cap.limit:
-            cap.announced = len(tools)
-            result["tools"] = tools[: cap.limit]
-            result.pop("nextCursor", None)
+        cut = cut_tool_list(line, cap.limit)
+        if cut is not None and cut[1] > cap.limit:
+            message, cap.announced = cut
+            message["result"].pop("nextCursor", None)
             line = json.dumps(message)
     return _sdk_parse_line(line)
 
