@@ -115,3 +115,30 @@ async def test_http_server_restarted_between_calls_runs_the_next_call_once(
                 assert ran.read_text().split() == ["run", "run"]
                 status = registry.servers["net"].status
                 assert status.state == "ready" and status.restarts == 1, status
+
+
+async def test_http_server_that_is_gone_at_a_call_is_reconnected_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    """A POST that cannot connect takes the SDK's whole transport down: that is the
+    transport's word that the connection is gone (no error code is)."""
+    port = free_port()
+    with contextlib.ExitStack() as first:
+        url = first.enter_context(
+            http_server_on("bundled-http", port, tmp_path, tmp_path / "1.log")
+        )
+        server = ServerConfig(name="net", type="http", url=url)
+        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
+            with anyio.fail_after(30):
+                assert await registry.connect_all() == []
+                assert not (await registry.call("net__list_dir", {})).is_error
+            first.close()  # the server stops, and is still gone at the next call
+            with anyio.fail_after(30):
+                obs = await registry.call("net__list_dir", {})
+            assert obs.is_error and "stopped while running" in obs.text, obs.text
+            with http_server_on("bundled-http", port, tmp_path, tmp_path / "2.log"):
+                with anyio.fail_after(30):
+                    obs = await registry.call("net__list_dir", {})
+                assert not obs.is_error, obs.text
+                status = registry.servers["net"].status
+                assert status.state == "ready" and status.restarts == 1, status

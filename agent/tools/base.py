@@ -252,6 +252,8 @@ class ToolServer(ABC):
                         await gen.closing.wait()
                 except Exception as exc:  # reported by start() or on the next call
                     gen.error = exc
+                    # A live connection whose contexts failed: its transport died.
+                    self.connection_lost(gen.number, describe_exception(exc))
         finally:  # also when cancelled from outside: close() must not wait for it in vain
             gen.done.set()
 

@@ -850,6 +850,12 @@ class _EndWatchingStream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_end("the connection was closed")
             raise
+        except anyio.get_cancelled_exc_class():
+            # The session's reader is cancelled only when the session is torn down: by us
+            # (then the report is ignored) or by its transport failing (an HTTP POST that
+            # could not connect takes the whole transport down).
+            self._on_end("the transport failed")
+            raise
         if isinstance(item, Exception):  # a line the SDK could not parse, or a fault
             return reply_error_for(item) or item
         return item
