@@ -100,12 +100,32 @@ def workdir(name: str) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def run_cli(args: list[str], base_url: str, cwd: Path, timeout: float = 120) -> ProcResult:
-    """`python run_mcp.py ARGS` as a user runs it; raise if it did not answer."""
-    env = agent_env(base_url, cwd / "state")
-    result = run_timed([sys.executable, RUN_MCP, *args], cwd=cwd, env=env, timeout=timeout)
+def run_cli(args: list[str], llm: TimedLLM, cwd: Path, timeout: float = 120) -> ProcResult:
+    """`python run_mcp.py ARGS` as a user runs it; raise if it did not answer.
+
+    A run killed from outside before it asked the model anything is run once more (and
+    said so on stderr): CI once saw a SIGKILL 0.6 s into a start, with empty stderr, that
+    nothing of ours sends. The bench kills a run only past `timeout`, and then raises; the
+    agent, the bundled server and the tests kill only processes and groups they started.
+    A run that asked the model has used its script and is not repeated.
+    """
+    env = agent_env(llm.base_url, cwd / "state")
+    for attempt in (1, 2):
+        asked = len(llm.requests)
+        result = run_timed([sys.executable, RUN_MCP, *args], cwd=cwd, env=env, timeout=timeout)
+        if result.returncode >= 0 or len(llm.requests) != asked or attempt == 2:
+            break
+        print(
+            f"  run_mcp.py {args[:4]} was killed by signal {-result.returncode} after "
+            f"{result.seconds:.1f} s, before any model request; running it once more",
+            file=sys.stderr,
+            flush=True,
+        )
     if result.returncode != 0:
-        raise RuntimeError(f"run_mcp.py {args[:4]} exited {result.returncode}:\n{result.stderr}")
+        how = f"exited {result.returncode}"
+        if result.returncode < 0:
+            how = f"was killed by signal {-result.returncode} after {result.seconds:.1f} s"
+        raise RuntimeError(f"run_mcp.py {args[:4]} {how}:\n{result.stderr}")
     return result
 
 
@@ -137,8 +157,8 @@ def startup(reps: int, warmup: bool) -> tuple[list[Row], float, float]:
         runs = [text("hello") for _ in range(reps + int(warmup))]
         with TimedLLM(*runs) as llm:
             if warmup:
-                run_cli(["-p", "hi"], llm.base_url, tmp)
-            ours = [run_cli(["-p", "hi"], llm.base_url, tmp) for _ in range(reps)]
+                run_cli(["-p", "hi"], llm, tmp)
+            ours = [run_cli(["-p", "hi"], llm, tmp) for _ in range(reps)]
         if any(r.stdout != "hello\n" for r in ours):
             raise RuntimeError(f"unexpected answer: {ours[0].stdout!r}")
     floor_import = median([r.seconds for r in imports])
@@ -265,7 +285,7 @@ def peak_memory(import_rss: float) -> list[Row]:
     script = [*_sum_turns(ROUNDS), text("done")]
     json_args = ["--output", "json", "--max-steps", str(ROUNDS + 5)]
     with workdir("steps-cli") as tmp, TimedLLM(*script) as llm:
-        rounds = run_cli([*_everything_args(), "-p", "add numbers", *json_args], llm.base_url, tmp)
+        rounds = run_cli([*_everything_args(), "-p", "add numbers", *json_args], llm, tmp)
         llm.assert_complete()
     calls = json.loads(rounds.stdout)["tool_calls"]
     if len(calls) != ROUNDS or any(c["is_error"] for c in calls):
@@ -290,7 +310,7 @@ def concurrency() -> list[Row]:
     """8 `sleep 1` calls in one reply: the gap between the model's two requests / 1 s."""
     calls = [("local__bash", {"command": "sleep 1"}) for _ in range(PARALLEL)]
     with workdir("parallel") as tmp, TimedLLM(tool_calls(*calls), text("slept")) as llm:
-        result = run_cli(["-p", "sleep", "--yes", "--output", "json"], llm.base_url, tmp)
+        result = run_cli(["-p", "sleep", "--yes", "--output", "json"], llm, tmp)
         llm.assert_complete()
         first, second = llm.spans
     done = json.loads(result.stdout)["tool_calls"]
@@ -505,7 +525,7 @@ def _our_rounds(cwd: Path) -> ScriptRun:
     args = [*_everything_args(SCRIPT_SERVER), "-p", "add numbers", "--yes", "-q"]
     args += ["--max-steps", str(ROUNDS + 5)]  # the default (20) would stop before the answer
     with TimedLLM(*_rounds_script()) as llm:
-        result = run_cli(args, llm.base_url, cwd)
+        result = run_cli(args, llm, cwd)
     return _check_rounds(llm, result, "run_mcp.py")
 
 

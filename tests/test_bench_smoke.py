@@ -10,12 +10,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from bench.measures import run_cli
+from bench.timing import ProcResult, TimedLLM
+from tests.fake_llm import text
 from tests.servers import REPO_ROOT
 
 MEASUREMENTS = {
@@ -68,3 +74,47 @@ def test_bench_smoke_reports_every_measurement(tmp_path: Path) -> None:
         ours = results["comparisons"][key]["ours"]
         assert isinstance(ours, int | float) and ours > 0, key
     assert "| measurement" in proc.stdout
+
+
+# Hangs at connect the first time (writing its parent's pid, the agent's, to the marker), so
+# the agent can be killed before it asks the model; later it is the bundled server.
+HANG_ONCE = """
+import os, sys, pathlib
+marker = pathlib.Path(sys.argv[1])
+if not marker.exists():
+    marker.write_text(str(os.getppid()))
+    sys.stdin.read()  # until the killed agent's pipe closes
+    sys.exit(0)
+os.execv(sys.executable, [sys.executable, "-m", "agent.server", "--root", sys.argv[2]])
+"""
+
+
+def test_a_run_killed_from_outside_before_asking_the_model_is_run_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What CI once saw (SIGKILL 0.6 s into a run) no longer fails a measurement."""
+    script, marker = tmp_path / "hang_once.py", tmp_path / "agent.pid"
+    script.write_text(HANG_ONCE)
+    server = f"{sys.executable} {script} {marker} {tmp_path}"
+    results: list[ProcResult | BaseException] = []
+    with TimedLLM(text("hello")) as llm:
+
+        def run() -> None:
+            try:
+                results.append(run_cli(["--server-command", server, "-p", "hi"], llm, tmp_path))
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                results.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()):
+            assert time.monotonic() < deadline, "the agent never started its server"
+            time.sleep(0.02)
+        os.kill(int(marker.read_text()), signal.SIGKILL)
+        worker.join(120)
+    [result] = results
+    assert isinstance(result, ProcResult), result
+    assert result.returncode == 0 and result.stdout == "hello\n"
+    assert "was killed by signal 9" in capsys.readouterr().err
+    llm.assert_complete()
