@@ -43,7 +43,7 @@ def _search_run(tmp: Path, search: str, rounds: int) -> tuple[float, float]:
     config.write_text(f'[agent]\ntool_search = "{search}"\n')
     script = [tool_calls(("many__list_issue", {"id": str(i)})) for i in range(rounds)]
     with TimedLLM(*script, text("done")) as llm:
-        run_cli([*_many_args(SEARCH_TOOLS), "--config", str(config), "-p", "go"], llm.base_url, tmp)
+        run_cli([*_many_args(SEARCH_TOOLS), "--config", str(config), "-p", "go"], llm, tmp)
         sizes = [len(json.dumps(body)) / 1024 for body in llm.requests]
         spans = sorted(llm.spans, key=lambda s: s.arrived)
     gaps = [(b.arrived - a.finished) * 1000 for a, b in zip(spans, spans[1:], strict=False)]
@@ -119,8 +119,8 @@ def huge_server(smoke: bool) -> list[Row]:
     """`run_mcp.py -p hi` with a 50,000-tool server vs with a 1,000-tool one (the cap)."""
     count = 10_000 if smoke else HUGE
     with workdir("huge") as tmp, TimedLLM(text("hi"), text("hi")) as llm:
-        huge = run_cli([*_many_args(count), "-p", "hi"], llm.base_url, tmp)
-        capped = run_cli([*_many_args(1000), "-p", "hi"], llm.base_url, tmp)
+        huge = run_cli([*_many_args(count), "-p", "hi"], llm, tmp)
+        capped = run_cli([*_many_args(1000), "-p", "hi"], llm, tmp)
     if f"announced {count} tools" not in huge.stderr:
         raise RuntimeError(f"no warning about the cut:\n{huge.stderr[-2000:]}")
     label = f"{count:,}-tool server (cut to 1,000) vs a 1,000-tool server: run_mcp.py -p hi"

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from agent.errors import ModelError
-from agent.llm import OpenAIModel, Reply, RetryNotice, ToolCall
+from agent.llm import OpenAIModel, Reply, RetryNotice, ToolCall, warm_model_imports
 from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, Turn, cut, forever, text, tool_calls
 
@@ -82,9 +82,10 @@ async def test_a_stream_that_keeps_ending_early_is_an_error_after_the_retries() 
 @pytest.mark.anyio
 @pytest.mark.parametrize("content", ["la ", ""], ids=["text-forever", "keep-alive-forever"])
 async def test_a_stream_that_never_ends_is_cut_at_the_deadline(content: str) -> None:
-    cut_off = r"did not finish within 1 s \(request_deadline"
+    warm_model_imports()  # the client's first import would eat this short deadline
+    cut_off = r"did not finish within 2 s \(request_deadline"
     with ScriptedLLM(forever(content)) as llm, pytest.raises(ModelError, match=cut_off):
-        await collect(model_for(llm, request_deadline=1))
+        await collect(model_for(llm, request_deadline=2))
     llm.assert_complete()
 
 
