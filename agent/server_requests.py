@@ -21,6 +21,8 @@ import mcp.types as types
 from agent.errors import ModelError
 from agent.llm import OpenAIModel, Reply, Usage
 from agent.memory import CHARS_PER_TOKEN
+from agent.sampling_tools import CAPABILITY as SAMPLING_WITH_TOOLS
+from agent.sampling_tools import chat_messages, chat_tool_choice, chat_tools, result_with_tools
 from agent.tools.mcp import ClientCallbacks
 
 DECLINED = -1  # JSON-RPC error code for "the user said no" (no standard code exists)
@@ -91,12 +93,14 @@ class ServerRequests:
         return ClientCallbacks(
             sampling=functools.partial(self.sample, server),
             elicitation=functools.partial(self.elicit, server),
+            sampling_capabilities=SAMPLING_WITH_TOOLS,
         )
 
     async def sample(
         self, server: str, context: Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
-        messages = [_openai_message(m) for m in params.messages]
+        tools, names = chat_tools(params.tools)  # the server's own tools, for our model
+        messages = [chat for m in params.messages for chat in chat_messages(m, names)]
         request = SamplingRequest(
             server=server,
             messages=messages,
@@ -131,11 +135,13 @@ class ServerRequests:
             overrides["temperature"] = request.temperature
         if params.stop_sequences:
             overrides["stop"] = list(params.stop_sequences)
+        if (choice := chat_tool_choice(params.tool_choice)) is not None and tools:
+            overrides["tool_choice"] = choice
         messages = (system if request.system_prompt else []) + request.messages
         with anyio.CancelScope() as scope:
             self._in_flight.add(scope)
             try:
-                reply = await _complete(self.model, messages, overrides)
+                reply = await _complete(self.model, messages, overrides, tools)
             except ModelError as exc:
                 return types.ErrorData(code=types.INTERNAL_ERROR, message=f"model error: {exc}")
             finally:
@@ -144,6 +150,8 @@ class ServerRequests:
             return types.ErrorData(code=DECLINED, message="cancelled by the user")
         if self.on_sampled is not None:
             self.on_sampled(server, reply.usage)
+        if params.tools or params.tool_choice:
+            return result_with_tools(reply, names, self.model.model)  # type: ignore[no-any-return]
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(text=reply.content),
@@ -187,9 +195,12 @@ class ServerRequests:
 
 
 async def _complete(
-    model: OpenAIModel, messages: list[dict[str, Any]], overrides: dict[str, Any]
+    model: OpenAIModel,
+    messages: list[dict[str, Any]],
+    overrides: dict[str, Any],
+    tools: list[dict[str, Any]],
 ) -> Reply:
-    async for item in model.stream(messages, [], overrides=overrides):
+    async for item in model.stream(messages, tools, overrides=overrides):
         if isinstance(item, Reply):
             return item
     raise ModelError("the model stream ended without a reply")
@@ -199,20 +210,3 @@ def _size(message: dict[str, Any]) -> int:
     """Characters of a message's content (parts, images included, by their JSON length)."""
     content = message["content"]
     return len(content) if isinstance(content, str) else len(json.dumps(content))
-
-
-def _openai_message(message: types.SamplingMessage) -> dict[str, Any]:
-    """A sampling message as a chat message; images go as data URLs, the rest as text."""
-    blocks = message.content if isinstance(message.content, list) else [message.content]
-    parts: list[dict[str, Any]] = []
-    for block in blocks:
-        if isinstance(block, types.TextContent):
-            parts.append({"type": "text", "text": block.text})
-        elif isinstance(block, types.ImageContent) and message.role == "user":
-            url = f"data:{block.mime_type};base64,{block.data}"
-            parts.append({"type": "image_url", "image_url": {"url": url}})
-        else:
-            parts.append({"type": "text", "text": f"[{block.type} content omitted]"})
-    if all(p["type"] == "text" for p in parts):
-        return {"role": message.role, "content": "\n".join(p["text"] for p in parts)}
-    return {"role": message.role, "content": parts}

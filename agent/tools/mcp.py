@@ -228,6 +228,7 @@ class ClientCallbacks:
     sampling: Callable[..., Awaitable[Any]] | None = None
     elicitation: Callable[..., Awaitable[Any]] | None = None
     list_roots: Callable[..., Awaitable[Any]] | None = None
+    sampling_capabilities: types.SamplingCapability | None = None  # e.g. sampling.tools
 
 
 def roots_callback(folders: Iterable[Path]) -> Callable[..., Awaitable[types.ListRootsResult]]:
@@ -333,6 +334,7 @@ class MCPServerConnection(ToolServer):
                 log_level=LOG_LEVEL,
                 message_handler=self._message_handler,
                 sampling_callback=self._callbacks.sampling,
+                sampling_capabilities=self._callbacks.sampling_capabilities,
                 elicitation_callback=self._callbacks.elicitation,
                 list_roots_callback=self._callbacks.list_roots,
             )
