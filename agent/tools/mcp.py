@@ -463,6 +463,7 @@ class MCPServerConnection(ToolServer):
                 if not chunk:
                     break
                 pending = self._write_lines(pending + chunk)
+                self._flush_log()  # stderr is read in chunks: one write per chunk, at once
         finally:
             if pending:
                 self._write_log(pending.decode(errors="replace"))
