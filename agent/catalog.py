@@ -27,6 +27,7 @@ READ_RESOURCE = "read_resource"
 LIST_TIMEOUT = 10.0  # seconds one server gets to list its resources or prompts
 REF_PATTERN = re.compile(r"(?<!\S)@([A-Za-z0-9_.-]+):(\S+)")
 MAX_RESOURCE_CHARS = 100_000
+COMPLETE_TIMEOUT = 2.0  # seconds a server gets to offer completions (Tab is waiting)
 TEMPLATES_LISTED = 20  # resource templates named in read_resource's description
 
 
@@ -221,6 +222,49 @@ class Catalog:
                 },
             },
         }
+
+    # -- completion ----------------------------------------------------------------------
+
+    async def complete_prompt(
+        self, prompt: str, name: str, value: str, context: dict[str, str]
+    ) -> list[str]:
+        """Values the prompt's server offers for argument `name` starting at `value`."""
+        found = self.find_prompt(prompt)
+        if isinstance(found, str):
+            return []
+        server, listed = found
+        ref = types.PromptReference(name=listed.name)
+        return await self._complete(server, ref, name, value, context)
+
+    async def complete_ref(self, ref: str) -> list[str]:
+        """`server:uri` completions for a URI that fills a resource template: the server's
+        values for the template's first placeholder, the rest of the template kept."""
+        server, _, uri = ref.partition(":")
+        out: list[str] = []
+        for owner, template in self.templates:
+            head, brace, tail = template.uri_template.partition("{")
+            name, _, rest = tail.partition("}")
+            if owner != server or not brace or not uri.startswith(head) or "{" in rest:
+                continue
+            typed = uri[len(head) :]
+            if rest and typed.endswith(rest):
+                typed = typed[: -len(rest)]
+            reference = types.ResourceTemplateReference(uri=template.uri_template)
+            values = await self._complete(server, reference, name, typed, {})
+            out += [f"{server}:{head}{value}{rest}" for value in values]
+        return out
+
+    async def _complete(
+        self, server_name: str, ref: Any, name: str, value: str, context: dict[str, str]
+    ) -> list[str]:
+        server = self.registry.servers.get(server_name)
+        if not isinstance(server, MCPServerConnection):
+            return []
+        try:
+            with anyio.fail_after(COMPLETE_TIMEOUT):
+                return await server.complete(ref, name, value, context)
+        except _LISTING_ERRORS:
+            return []  # completion is a convenience: a slow or failing server offers none
 
     # -- prompts -------------------------------------------------------------------------
 

@@ -749,8 +749,31 @@ class MCPServerConnection(ToolServer):
             "prompts/get", lambda c: c.get_prompt(name, arguments), changes_nothing=True
         )
 
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        name: str,
+        value: str,
+        context: dict[str, str] | None = None,
+    ) -> list[str]:
+        """The server's completions for one argument (`completion/complete`); none when the
+        server does not offer completions."""
+        if not self.supports("completions"):
+            return []
+
+        async def send(client: Client) -> Any:
+            return await client.complete(ref, {"name": name, "value": value}, context or None)
+
+        try:
+            result = await self._request("completion/complete", send, changes_nothing=True)
+        except MCPError as exc:
+            if exc.code == METHOD_NOT_FOUND:
+                return []
+            raise
+        return [str(v) for v in result.completion.values]
+
     def supports(self, feature: str) -> bool:
-        """Whether the server declared `feature` ("tools", "resources", "prompts")."""
+        """Whether the server declared `feature` ("tools", "resources", "prompts", ...)."""
         caps = self._client.server_capabilities if self._client is not None else None
         return caps is not None and getattr(caps, feature, None) is not None
 

@@ -2,19 +2,20 @@
 
 Enter sends; Esc-Enter or a trailing backslash starts a new line; from a pipe (PipedLines)
 each line is sent. Completion offers slash commands, their arguments, tool and server names and
-`@server:uri` references, from what the REPL knows right now.
+`@server:uri` references, from what the REPL knows right now; when that offers nothing, the
+servers' own completions (prompt arguments, resource template values).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 import anyio
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -32,6 +33,10 @@ class CompletionSource(Protocol):
     def argument_words(self, command: str) -> list[str]: ...
 
     def resource_refs(self) -> list[str]: ...
+
+    async def server_completions(self, text: str) -> list[tuple[str, int]]:
+        """(completion, start position) the servers offer for `text` (completion/complete)."""
+        ...
 
 
 def input_key_bindings() -> KeyBindings:
@@ -74,6 +79,19 @@ class ReplCompleter(Completer):
         for word in self.repl.argument_words(command[1:]):
             if word.startswith(arg) and word != arg:
                 yield Completion(word, start_position=-len(arg))
+
+    async def get_completions_async(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> AsyncGenerator[Completion, None]:
+        """What the REPL knows first; when that offers nothing, what the servers offer."""
+        offered = False
+        for completion in self.get_completions(document, complete_event):
+            offered = True
+            yield completion
+        if offered:
+            return
+        for text, start in await self.repl.server_completions(document.text_before_cursor):
+            yield Completion(text, start_position=start)
 
     def _references(self, text: str) -> Iterator[Completion]:
         """`@server:uri` resource references anywhere in a request."""

@@ -131,6 +131,24 @@ class Repl:
             return list(self.registry.servers)
         return []
 
+    async def server_completions(self, text: str) -> list[tuple[str, int]]:
+        """What servers offer for the word being typed (completion/complete): a prompt
+        argument's value in `/prompt NAME key=val` (the other pairs are its context), or a
+        URI that fills a resource template in `@server:uri`."""
+        if text.startswith("/prompt "):
+            words = text[len("/prompt ") :].split(" ")
+            if len(words) < 2 or "=" not in words[-1]:
+                return []
+            key, _, value = words[-1].partition("=")
+            context = dict(w.split("=", 1) for w in words[1:-1] if "=" in w)
+            values = await self.catalog.complete_prompt(words[0], key, value, context)
+            return [(f"{key}={shlex.quote(v)}", -len(words[-1])) for v in values if v != value]
+        word = text.rsplit(None, 1)[-1] if text.strip() else ""
+        if word.startswith("@") and ":" in word:
+            refs = await self.catalog.complete_ref(word[1:])
+            return [("@" + ref, -len(word)) for ref in refs]
+        return []
+
     def resource_refs(self) -> list[str]:
         """`server:uri` of every known resource, for `@` completion."""
         return self.catalog.refs()
