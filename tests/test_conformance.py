@@ -121,7 +121,7 @@ def test_the_alpha_requires_exactly_these_scenarios_at_2026_07_28() -> None:
         text=True,
         timeout=60,
     )
-    required = proc.stdout.split("Run and reported")[0]
+    required = proc.stdout.split("Client scenarios")[1].split("Run and reported")[0]
     listed = {line.strip()[2:] for line in required.splitlines() if line.strip().startswith("- ")}
     assert listed == set(ALPHA_REQUIRED), proc.stdout
 

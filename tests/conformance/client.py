@@ -234,8 +234,12 @@ async def main(url: str, scenario: str) -> int:
             tools = {t.name: t.input_schema for t in await server.list_tools()}
             for name, arguments in calls_for(scenario, tools):
                 if name in tools:
-                    result = await server.call_tool(name, arguments, timeout=30)
-                    print(f"{name}: is_error={result.is_error}")
+                    try:  # as the agent does, one failing call does not end the run
+                        result = await server.call_tool(name, arguments, timeout=30)
+                    except Exception as exc:  # noqa: BLE001 - reported, the runner judges
+                        print(f"{name}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    else:
+                        print(f"{name}: is_error={result.is_error}")
         finally:
             await server.close()
     return 0
