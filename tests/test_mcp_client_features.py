@@ -277,20 +277,30 @@ async def test_elicitation_form_is_asked_field_by_field(
     }
 
 
+KEY = "sk-proj-abcdefgh12345678"
+
+
 async def test_sampling_is_shown_and_approved_in_the_repl(
     registry: ToolRegistry, requests: ServerRequests, llm: ScriptedLLM
 ) -> None:
     llm.add(text("sampled by the scripted model"))
     model = FakeModel(
         [
-            calls(("main__trigger-sampling-request", {"prompt": "tell a joke", "maxTokens": 20})),
+            calls(
+                (
+                    "main__trigger-sampling-request",
+                    {"prompt": f"tell a joke {KEY}", "maxTokens": 20},
+                )
+            ),
             answer("done"),
         ]
     )
     policy = ApprovalPolicy(mode="ask")
     # "y" to run the tool, then "y" to send the server's request to the model
     screen, _ = await drive_repl(registry, requests, model, "joke please\ry\ry\r", policy)
-    assert "Server 'main' asks the model" in screen and "tell a joke" in screen
+    assert "Server 'main' asks the model" in screen and "tell a joke [REDACTED]" in screen
+    asked = screen[screen.index("Server 'main' asks the model") :]
+    assert KEY not in asked[: asked.index("✓")]  # masked when asked
     assert re.search(r"asks the model.*, ~\d+ tokens \(\d+ characters\):", screen)  # its size
     tool_result = [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
     assert "sampled by the scripted model" in tool_result

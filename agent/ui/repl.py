@@ -323,12 +323,13 @@ class Repl:
         self.console.print(
             Text(f"Server '{request.server}' asks the model{heat}, {size}:", style="bold yellow")
         )
+        redact = self.registry.redact
         if request.system_prompt:
-            self.console.print(Text(f"  system: {request.system_prompt[:300]}", style="dim"))
+            self.console.print(Text(f"  system: {redact(request.system_prompt[:300])}", "dim"))
         for message in request.messages:
             content = message["content"]
             shown = content if isinstance(content, str) else compact_json(content, 300)
-            self.console.print(Text(f"  {message['role']}: {shown[:500]}"))
+            self.console.print(Text(f"  {message['role']}: {redact(shown[:500])}"))
         answer = await self.question(
             f"Send it ({size} in, at most {request.max_tokens:,} tokens out)? [y]es / [n]o: "
         )
@@ -338,7 +339,7 @@ class Repl:
         if self._cannot_ask(f"server '{server}' asks you to open a link", "declined"):
             return ElicitAnswer("decline")
         self.console.print(Text(f"Server '{server}' asks you to open a link:", style="bold yellow"))
-        self.console.print(Text(f"  {message}\n  {url}"))
+        self.console.print(Text(self.registry.redact(f"  {message}\n  {url}")))
         answer = await self.question("Done? [y]es (opened it) / [n]o (decline): ")
         if answer is None:
             return ElicitAnswer("cancel")
