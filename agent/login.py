@@ -68,10 +68,14 @@ async def _login(settings: Settings, name: str) -> int:
             raise failures[0]
         words = auth_words(config, server.token_store)
         console.print(
-            Text(f"logged in to '{name}' ({words}); {server.status.tool_count} tools"),
+            Text(f"logged in to '{name}' ({words}); {_tools(server.status.tool_count)}"),
             style="green",
         )
     return 0
+
+
+def _tools(count: int) -> str:
+    return f"{count} tool" + ("" if count == 1 else "s")
 
 
 def run_login(settings: Settings, name: str) -> int:

@@ -235,3 +235,29 @@ def _token(expires_in: int) -> Any:
     from mcp.shared.auth import OAuthToken
 
     return OAuthToken(access_token="at-xyz-123456", token_type="Bearer", expires_in=expires_in)
+
+
+async def test_repl_login_and_logout_reconnect_and_drop_the_server(tmp_path: Path) -> None:
+    from agent.tools.registry import ToolRegistry
+    from tests.fake_model import FakeModel
+    from tests.test_repl import drive
+
+    with serve_protected() as (url, authority):
+        settings = Settings(
+            servers=(ServerConfig(name="vault", type="http", url=url),), state_dir=tmp_path
+        )
+        host = LoginHost(interactive=True, browser=follow, notify=lambda line: None)
+        async with ToolRegistry(settings, login=host) as registry:
+            with anyio.fail_after(60):
+                assert await registry.connect_all() == []  # logs in at start: interactive
+                out, _ = await drive(
+                    registry,
+                    FakeModel([]),
+                    ["/login vault", "/servers", "/logout vault", "/tools"],
+                    tmp_path,
+                )
+            assert "vault__secret_number" not in registry.tools
+        assert authority.authorizations == 2  # at start, and the fresh /login
+    assert "'vault': logged in, expires at" in out and "; 1 tools" in out
+    assert "logged out of 'vault': tokens removed" in out
+    assert not token_file(tmp_path, url).exists()

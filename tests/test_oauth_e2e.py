@@ -58,6 +58,7 @@ def test_login_once_then_headless_runs_refresh_and_ask_again_when_revoked(tmp_pa
         )
         assert login.returncode == 0, login.stderr
         assert "logged in to 'vault' (logged in, expires at" in login.stderr
+        assert login.stderr.rstrip().endswith("; 1 tool")
         assert authority.authorizations == 1
 
         store = tmp_path / "state" / "oauth"

@@ -565,6 +565,8 @@ class Repl:
         server = self._login_target(arg, "login")
         if server is None or server.auth is None:
             return
+        # Closed first: closing sends a last request, which must not ask for a login.
+        await self.registry.disconnect(server.name, "logging in")
         forget(server.auth, delete=False)
         try:
             await self.registry.reconnect(server.name)
@@ -578,8 +580,8 @@ class Repl:
         server = self._login_target(arg, "logout")
         if server is None or server.auth is None:
             return
-        had = forget(server.auth, delete=True)
         await self.registry.disconnect(server.name, f"logged out (/login {server.name})")
+        had = forget(server.auth, delete=True)
         said = "tokens removed" if had else "no tokens were stored"
         self.console.print(Text(f"logged out of '{server.name}': {said}"))
 
