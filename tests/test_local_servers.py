@@ -29,6 +29,8 @@ from agent.local import find_local_server
 from agent.memory import Memory
 from agent.react import Agent
 from agent.session import RunRecord, make_model
+from agent.tools.base import ToolSpec
+from agent.tools.registry import openai_tool
 from agent.ui.render import NORMAL, QUIET, EventRenderer
 from tests.asgi_thread import serve
 from tests.cli import run_cli
@@ -364,3 +366,24 @@ def test_with_nothing_found_the_no_key_error_says_where_it_looked(tmp_path: Path
     assert proc.returncode == 2 and proc.stdout == ""
     [line] = proc.stderr.strip().splitlines()
     assert "no API key" in line and f"no local server answered on port {dead}" in line
+
+
+def test_declarations_leave_out_generated_titles_but_keep_names_and_values() -> None:
+    schema = {
+        "title": "createArguments",
+        "type": "object",
+        "properties": {
+            "title": {"title": "Title", "type": "string"},  # a parameter named "title"
+            "meta": {"type": "object", "default": {"title": "kept: a value, not a schema"}},
+        },
+    }
+    spec = ToolSpec(server="s", name="create", description="", input_schema=schema, title="Make")
+    declared = openai_tool("s__create", spec)["function"]
+    assert declared["parameters"] == {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "meta": {"type": "object", "default": {"title": "kept: a value, not a schema"}},
+        },
+    }
+    assert declared["description"].endswith("] Make")  # a title only when nothing else

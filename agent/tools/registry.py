@@ -47,6 +47,7 @@ DESCRIPTION_LIMIT = 2000
 # What one server may put into every model request through a tool's input schema.
 SCHEMA_DESCRIPTION_LIMIT = 500
 SCHEMA_DEPTH = 32
+_LITERAL_KEYWORDS = frozenset({"default", "const", "enum", "examples"})  # values, not schemas
 SCHEMA_LIMIT = 20_000  # characters of the whole schema
 TOOL_LIMIT = 128  # OpenAI's endpoint refuses more tools in one request
 CALL_GRACE = 0.5  # seconds past tool_timeout before we stop waiting for a hung server
@@ -113,8 +114,8 @@ def assign_names(
 
 def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
     """The function declaration the model sees; the description says where it came from."""
-    title = f"{spec.title}: " if spec.title and spec.title != spec.name else ""
-    text = f"{title}{spec.description}".strip()
+    # A title is for people (/tools shows it); the model reads it only if nothing else.
+    text = (spec.description or "").strip() or (spec.title or "")
     if len(text) > DESCRIPTION_LIMIT:
         text = text[:DESCRIPTION_LIMIT] + " [...]"
     schema = _tame_schema(spec.input_schema)
@@ -134,20 +135,28 @@ def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _tame_schema(node: Any, depth: int = 0) -> Any:
+def _tame_schema(node: Any, depth: int = 0, literal: bool = False) -> Any:
     """A server's input schema as the model may see it: every description cut to
     SCHEMA_DESCRIPTION_LIMIT (they rode past the tool description's own limit), and
-    nesting cut at SCHEMA_DEPTH (a thousand-deep schema breaks JSON encoders)."""
+    nesting cut at SCHEMA_DEPTH (a thousand-deep schema breaks JSON encoders).
+
+    Generated `title`s ("Path", "read_fileArguments") are left out: they repeat the names,
+    and on every request (a sixth of the bundled server's declarations) a local model
+    pays for them in prompt processing."""
     if isinstance(node, dict):
         if depth >= SCHEMA_DEPTH:
             return {}
-        tamed = {k: _tame_schema(v, depth + 1) for k, v in node.items()}
+        tamed = {
+            k: _tame_schema(v, depth + 1, literal or k in _LITERAL_KEYWORDS)
+            for k, v in node.items()
+            if literal or not (k == "title" and isinstance(v, str))
+        }
         description = tamed.get("description")
         if isinstance(description, str) and len(description) > SCHEMA_DESCRIPTION_LIMIT:
             tamed["description"] = description[:SCHEMA_DESCRIPTION_LIMIT] + " [...]"
         return tamed
     if isinstance(node, list):
-        return [] if depth >= SCHEMA_DEPTH else [_tame_schema(v, depth + 1) for v in node]
+        return [] if depth >= SCHEMA_DEPTH else [_tame_schema(v, depth + 1, literal) for v in node]
     return node
 
 
