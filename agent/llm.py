@@ -297,6 +297,18 @@ class OpenAIModel:
                 break
             except _DeadlinePassed:
                 raise ModelError(self._past_deadline()) from None
+            except _EmptyStream:
+                # llama-cpp-python's chatml-function-calling answers a streamed request with
+                # tools by 200 and no chunks ("Automatic streaming tool choice is not
+                # supported"): ask again without streaming, for this and every request.
+                self.streaming = False
+                yield RetryNotice(
+                    attempt,
+                    0.0,
+                    "the endpoint sent an empty stream; asking "
+                    "again without streaming (stream = false from now on)",
+                )
+                break
             except _Retryable as exc:
                 delay = exc.delay if exc.delay is not None else BACKOFF[attempt - 1]
                 now = time.monotonic()  # another attempt would take about as long as this one
@@ -307,7 +319,7 @@ class OpenAIModel:
                     raise ModelError(self._past_deadline(f"; last failure: {exc.reason}")) from None
                 yield RetryNotice(attempt, delay, exc.reason, streamed)
                 await anyio.sleep(delay)
-        # Only a renamed parameter gets here: the same request again, at once.
+        # Only a renamed parameter or streaming turned off gets here: the request again, at once.
         async for item in self.stream(messages, tools, overrides=overrides):
             yield item
 
@@ -367,10 +379,7 @@ class OpenAIModel:
                 with anyio.move_on_after(2, shield=True):
                     await stream.close()
         if not chunks:
-            raise ModelError(
-                "the model endpoint sent an empty stream; is --base-url an OpenAI-compatible "
-                "/v1 endpoint? (try stream = false in [llm] if it cannot stream)"
-            )
+            raise _EmptyStream()
         if finish_reason is None:
             raise _Retryable("the reply stream ended before the reply was finished")
         yield Reply("".join(content), calls.calls(), usage, finish_reason)
@@ -520,6 +529,10 @@ class _ErrorMapper:
         return ModelError(
             f"the model endpoint rejected the request ({where}): {detail}", status=status or None
         )
+
+
+class _EmptyStream(Exception):
+    """A 200 stream with no chunk at all: the endpoint cannot stream this request."""
 
 
 class _UseCompletionTokens(Exception):

@@ -37,7 +37,7 @@ _ids = itertools.count(1)
 class Turn:
     """One scripted reply. Only the fields for its `kind` matter."""
 
-    kind: str  # text | tool_calls | error | garbage | drop | stream_error | forever
+    kind: str  # text | tool_calls | error | garbage | drop | stream_error | empty | forever
     content: str = ""
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     status: int = 200
@@ -221,6 +221,10 @@ def _respond(turn: Turn, body: dict[str, Any]) -> Response:
             "error": {"message": turn.message, "type": "scripted", "code": turn.code}
         }
         return JSONResponse(payload, turn.status, headers=turn.headers)
+    if turn.kind == "empty":  # llama-cpp-python when it cannot stream: 200, no chunk at all
+        if body.get("stream"):
+            return Response("", 200, media_type="text/event-stream")
+        return JSONResponse(_completion(text(turn.content or "unstreamed"), "chatcmpl-0", "m"))
     if turn.kind == "garbage":
         if body.get("stream"):
             return Response("data: {this is not json\n\n", 200, media_type="text/event-stream")

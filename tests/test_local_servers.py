@@ -157,6 +157,19 @@ async def test_a_validation_error_is_not_retried(status: int) -> None:
 
 
 @pytest.mark.anyio
+async def test_an_empty_stream_is_asked_again_without_streaming_from_then_on() -> None:
+    with ScriptedLLM(Turn("empty"), text("unstreamed answer"), text("later")) as llm:
+        model = model_for(llm)
+        items = await collect(model, [TOOL])
+        await collect(model)
+    [notice] = [i for i in items if isinstance(i, RetryNotice)]
+    assert "without streaming" in notice.reason and not notice.discarded_text
+    assert items[-1].content == "unstreamed answer"
+    assert [r.get("stream", False) for r in llm.requests] == [True, False, False]
+    llm.assert_complete()
+
+
+@pytest.mark.anyio
 async def test_tools_go_with_tool_choice_auto_and_none_without_tools() -> None:
     with ScriptedLLM(text("a"), text("b")) as llm:
         await collect(model_for(llm), [TOOL])

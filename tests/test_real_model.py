@@ -132,8 +132,8 @@ async def test_a_long_history_in_a_2048_context_is_trimmed_and_answered(
 ) -> None:
     client = OpenAIModel(base_url=server, api_key="x", model=PLAIN, temperature=0, max_tokens=32)
     memory = Memory()
-    for i in range(12):  # ~6,000 real tokens of earlier turns: three windows' worth
-        memory.add_user(f"Note {i}: " + "the quick brown fox jumps over the lazy dog " * 12)
+    for i in range(12):  # ~4,500 real tokens of earlier turns: two windows' worth
+        memory.add_user(f"Note {i}: " + "the quick brown fox jumps over the lazy dog " * 36)
         memory.add_assistant(f"Noted {i}.")
     # The agent believes the default 128k window: only the server's error can tell it.
 
@@ -159,6 +159,7 @@ async def test_a_long_history_in_a_2048_context_is_trimmed_and_answered(
         done = events[-1]
         assert isinstance(done, RunFinished) and done.status in ("answered", "max_steps"), done
     overflow = [n.message for n in first if isinstance(n, Notice) and "did not fit" in n.message]
-    assert overflow and f"({N_CTX} tokens)" in overflow[0]  # learnt from the server's error
+    assert overflow, first
+    assert f"({N_CTX} tokens)" in overflow[0]  # learnt from the server's error
     assert agent.context_window == N_CTX
     assert not [n for n in second if isinstance(n, Notice) and "did not fit" in n.message]
