@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -125,6 +126,29 @@ async def test_an_http_server_that_refuses_us_is_reported_with_its_status(tmp_pa
                 [failure] = await registry.connect_all()
     assert failure.server == "locked" and failure.step == "connect"
     assert "HTTP 401" in failure.cause and "Authorization header" in failure.cause
+
+
+async def test_sse_connect_errors_get_hints_like_http_ones(
+    tmp_path: Path, everything_sse_url: str, everything_http_url: str
+) -> None:
+    """A wrong path, or a streamable HTTP endpoint given as SSE: the status and what to fix,
+    not a raw HTTPStatusError."""
+    wrong_path = everything_sse_url.rsplit("/", 1)[0] + "/nope"
+    settings = settings_for(
+        tmp_path,
+        ServerConfig(name="wrong_path", type="sse", url=wrong_path),
+        ServerConfig(name="not_sse", type="sse", url=everything_http_url),
+    )
+    async with ToolRegistry(settings) as registry:
+        with anyio.fail_after(30):
+            failures = {f.server: f.cause for f in await registry.connect_all()}
+    assert failures["wrong_path"].startswith("HTTP 404")
+    assert "SSE is usually served at /sse" in failures["wrong_path"]
+    assert re.match(r"HTTP 4\d\d", failures["not_sse"]), failures["not_sse"]
+    assert (
+        "not an SSE endpoint" in failures["not_sse"] and "--connection http" in failures["not_sse"]
+    )
+    assert "HTTPStatusError" not in " ".join(failures.values())
 
 
 async def test_same_tool_name_on_two_servers_is_callable_under_two_names(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -209,6 +210,14 @@ _LOGIN_OR_HEADER_HINT = (
     " (the server wants credentials: `run_mcp.py --login {name}` if it offers a login,"
     " or an Authorization header with -H or 'headers')"
 )
+_NOT_SSE = " (not an SSE endpoint: a streamable HTTP one, often …/mcp, needs --connection http)"
+_SSE_HINTS = {
+    **_HTTP_HINTS,
+    404: " (nothing at this URL: check --server-url / 'url'; SSE is usually served at /sse)",
+    400: _NOT_SSE,
+    405: _NOT_SSE,
+    406: _NOT_SSE,
+}
 LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
 LOG_FLUSH_INTERVAL = 0.2  # seconds; a burst of log lines is written in blocks
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
@@ -401,6 +410,7 @@ class MCPServerConnection(ToolServer):
                 headers=dict(cfg.headers),
                 timeout=self.connect_timeout,
                 auth=self._auth_override or self.auth,
+                httpx_client_factory=self._sse_http_client,
             )
         http = httpx2.AsyncClient(
             auth=self._auth_override or self.auth,
@@ -412,6 +422,17 @@ class MCPServerConnection(ToolServer):
         await stack.enter_async_context(http)
         return streamable_http_client(cfg.url or "", http_client=http)
 
+    def _sse_http_client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        """The SDK's own client for SSE, noting a failed status as for streamable HTTP."""
+        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        client.event_hooks = {**client.event_hooks, "response": [self._note_http_error]}
+        return client
+
     async def _note_http_error(self, response: httpx2.Response) -> None:
         """Keep the status of a failed HTTP exchange: the SDK reports only that one failed.
 
@@ -421,7 +442,7 @@ class MCPServerConnection(ToolServer):
         if response.is_success or response.request.url.path != self._endpoint_path:
             return
         status = response.status_code
-        hint = _HTTP_HINTS.get(status, "")
+        hint = (_SSE_HINTS if self.config.type == "sse" else _HTTP_HINTS).get(status, "")
         if status == 401 and self.config.oauth is False:
             hint = _OAUTH_OFF_HINT
         elif status == 401 and self.auth is not None:
