@@ -7,8 +7,10 @@ stderr. The REPL lives in agent.ui.repl and is given the same pieces.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
+import platform
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -35,7 +37,7 @@ from agent.events import (
 )
 from agent.llm import DEFAULT_MAX_TOKENS, OpenAIModel, warm_model_imports
 from agent.local import describe_ports, find_local_server
-from agent.memory import Memory
+from agent.memory import Memory, describe_environment
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.server_requests import ServerRequests
 from agent.signals import ended_by_signals
@@ -197,6 +199,20 @@ def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> 
     return loaded
 
 
+def environment(registry: ToolRegistry) -> str:
+    """The system prompt's lines on where we run: today, this folder, OS, shell, servers."""
+    system = {"Darwin": "macOS"}.get(platform.system(), platform.system())
+    shell = os.environ.get("SHELL") or os.environ.get("COMSPEC") or ""
+    ready = [s.name for s in registry.statuses() if s.state == "ready"]
+    return describe_environment(
+        datetime.date.today(),
+        os.getcwd(),
+        f"{system} ({platform.machine()})",
+        os.path.basename(shell),
+        ready,
+    )
+
+
 def build_agent(
     settings: Settings,
     registry: ToolRegistry,
@@ -205,7 +221,9 @@ def build_agent(
     session: Loaded,
     catalog: Catalog | None = None,
 ) -> Agent:
-    memory = Memory.with_instructions(settings.agent.system_prompt, registry.instructions())
+    memory = Memory.with_instructions(
+        settings.agent.system_prompt, registry.instructions(), environment(registry)
+    )
     memory.messages.extend(session.messages)
     memory.sink = session.transcript.append
     for call_id in memory.pending_call_ids():  # a session killed mid-step

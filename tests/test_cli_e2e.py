@@ -6,7 +6,10 @@ server's workspace and the state dir), so the tests run in parallel.
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
+import platform
 import signal
 import subprocess
 import sys
@@ -370,4 +373,27 @@ def test_max_steps_is_said_once(tmp_path: Path) -> None:
     assert proc.returncode == 3
     assert [line for line in proc.stderr.splitlines() if "max_steps" in line] == [
         "stopped: max_steps (2) reached before an answer"
+    ]
+
+
+def test_the_system_prompt_says_where_the_agent_runs(tmp_path: Path) -> None:
+    """Date, working directory, platform, shell and the connected servers, in a few lines."""
+    with ScriptedLLM(text("ok")) as llm:
+        proc = run_cli(
+            [*time_server_args(), "-p", "where am I?"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+    assert proc.returncode == 0, proc.stderr
+    system = llm.requests[0]["messages"][0]
+    assert system["role"] == "system"
+    today = datetime.date.today()
+    lines = system["content"].splitlines()
+    start = lines.index("Environment:")
+    assert lines[start + 1 : start + 6] == [
+        f"- Date: {today.isoformat()} ({today.strftime('%A')})",
+        f"- Working directory: {tmp_path}",
+        f"- Platform: {platform.system()} ({platform.machine()})",
+        f"- Shell: {os.path.basename(os.environ.get('SHELL', '')) or 'unknown'}",
+        "- Connected MCP servers: time",
     ]
