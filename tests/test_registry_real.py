@@ -142,9 +142,9 @@ async def test_sse_connect_errors_get_hints_like_http_ones(
     async with ToolRegistry(settings) as registry:
         with anyio.fail_after(30):
             failures = {f.server: f.cause for f in await registry.connect_all()}
-    assert failures["wrong_path"].startswith("HTTP 404")
+    assert "HTTP 404" in failures["wrong_path"]
     assert "SSE is usually served at /sse" in failures["wrong_path"]
-    assert re.match(r"HTTP 4\d\d", failures["not_sse"]), failures["not_sse"]
+    assert re.search(r"HTTP 4\d\d", failures["not_sse"]), failures["not_sse"]
     assert (
         "not an SSE endpoint" in failures["not_sse"] and "--connection http" in failures["not_sse"]
     )
