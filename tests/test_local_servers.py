@@ -400,3 +400,16 @@ def test_declarations_leave_out_generated_titles_but_keep_names_and_values() -> 
         },
     }
     assert declared["description"].endswith("] Make")  # a title only when nothing else
+
+
+def test_an_error_event_mid_stream_in_the_repl_ends_that_turn_not_the_session(
+    tmp_path: Path,
+) -> None:
+    script = [stream_error()] * 4 + [text("second answer")]  # the first turn's 4 attempts
+    with ScriptedLLM(*script) as llm:
+        args = [*config_with_ports(tmp_path), "-i"]
+        proc = run_cli(args, tmp_path, base_url=llm.base_url, stdin="first\nsecond\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "peg-native" in proc.stderr and "second answer" in proc.stdout
+    llm.assert_complete()
