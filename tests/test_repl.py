@@ -242,3 +242,16 @@ async def test_a_renamed_tool_is_listed_and_found_by_its_servers_own_name(
     assert re.search(rf"{public}\s+get_current_time\s", text)  # both names, one row
     assert f"{public}  (time.srv › get_current_time)" in text  # the tool in full
     assert "hints: read-only, idempotent, closed world; runs without asking" in text
+
+
+async def test_piped_lines_are_turns_and_a_trailing_backslash_joins_the_next() -> None:
+    from agent.ui.input import PipedLines
+
+    lines = PipedLines(io.StringIO("first\r\nsecond \\\nthird\nlast\\\n"))
+    assert [await lines.prompt_async("› ") for _ in range(3)] == [
+        "first",
+        "second \nthird",
+        "last",  # the input ended inside a continuation: what there is is the turn
+    ]
+    with pytest.raises(EOFError):
+        await lines.prompt_async()
