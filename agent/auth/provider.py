@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 from urllib.parse import urlparse
@@ -26,6 +27,7 @@ from mcp.client.auth.exceptions import OAuthRegistrationError, OAuthTokenError
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
 import agent
@@ -263,10 +265,6 @@ class AgentClientCredentialsProvider(_AgentFlow, ClientCredentialsOAuthProvider)
     ) -> None:
         if not oauth.client_id or not oauth.client_secret:
             raise ValueError("grant client_credentials needs client_id and client_secret")
-        import warnings
-
-        from mcp.shared.exceptions import MCPDeprecationWarning
-
         with warnings.catch_warnings():  # no issuer: discovery decides, as the SDK allows
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             super().__init__(

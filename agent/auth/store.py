@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ class FileTokenStorage:
     def __init__(self, state_dir: Path, server_url: str) -> None:
         self.server_url = canonical_url(server_url)
         self.path = token_file(state_dir, server_url)
-        self.on_secret: list[Any] = []  # callbacks told every new secret value
+        self.on_secret: list[Callable[[str], None]] = []  # told every new secret value
 
     # -- the SDK's protocol
 
