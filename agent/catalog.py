@@ -43,10 +43,22 @@ class Catalog:
     templates: list[tuple[str, types.ResourceTemplate]] = field(default_factory=list)
     prompts: list[tuple[str, types.Prompt]] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    attached: set[tuple[str, str]] = field(default_factory=set)  # @server:uri of past requests
+    changed: dict[tuple[str, str], str] = field(default_factory=dict)  # re-read after updates
     _own_tools: dict[str, AgentTool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.registry.list_listeners.append(self._on_list_changed)
+        self.registry.update_listeners.append(self._on_updated)
+
+    async def _on_updated(self, server: str, uri: str) -> None:
+        """An attached resource changed: read it again; the next request carries it."""
+        if (server, uri) not in self.attached:
+            return
+        try:
+            self.changed[(server, uri)] = await self.read(server, uri)
+        except LookupError:
+            return
 
     async def _on_list_changed(self, server: str, kind: ListKind) -> None:
         await self.refresh()
@@ -169,6 +181,8 @@ class Catalog:
         attachments: list[str] = []
         problems: list[str] = []
         seen: set[tuple[str, str]] = set()
+        for (server, uri), text in self._take_changes():
+            attachments.append(untrusted(server, f"resource {uri} (updated since):\n{text}"))
         for match in REF_PATTERN.finditer(request):
             server, uri = match.group(1), match.group(2).rstrip(".,;!?)")
             if server not in self.registry.servers or (server, uri) in seen:
@@ -180,9 +194,26 @@ class Catalog:
                 problems.append(str(exc))
                 continue
             attachments.append(untrusted(server, f"resource {uri}:\n{text}"))
+            await self._watch(server, uri)
         if not attachments:
             return request, problems
         return request + "\n\n" + "\n\n".join(attachments), problems
+
+    def _take_changes(self) -> list[tuple[tuple[str, str], str]]:
+        changes, self.changed = list(self.changed.items()), {}
+        return changes
+
+    async def _watch(self, server_name: str, uri: str) -> None:
+        """Subscribe to updates of an attached resource (best effort: not every server can)."""
+        server = self.registry.servers.get(server_name)
+        if (server_name, uri) in self.attached or not isinstance(server, MCPServerConnection):
+            return
+        self.attached.add((server_name, uri))
+        try:
+            with anyio.fail_after(LIST_TIMEOUT):
+                await server.subscribe(uri)
+        except _LISTING_ERRORS:
+            return
 
     async def read_resource_tool(self, arguments: dict[str, Any]) -> Observation:
         """The agent's `read_resource` tool: the model reads what servers publish."""

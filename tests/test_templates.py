@@ -38,3 +38,27 @@ async def test_the_model_fills_a_template_and_reads_it(tmp_path: Path) -> None:
     finished = next(e for e in events if isinstance(e, ToolCallFinished))
     assert not finished.is_error and "7" in finished.output
     model.assert_complete()
+
+
+async def test_an_attached_resource_that_updates_is_read_again_for_the_next_request(
+    tmp_path: Path,
+) -> None:
+    command, args = everything_stdio_command()
+    server = ServerConfig(name="main", type="stdio", command=command, args=tuple(args))
+    settings = Settings(servers=(server,), state_dir=tmp_path / "state")
+    async with ToolRegistry(settings) as registry:
+        assert await registry.connect_all() == []
+        catalog = Catalog(registry)
+        await catalog.refresh()
+        uri = "demo://resource/static/document/features.md"
+        first, problems = await catalog.expand_refs(f"summarise @main:{uri}")
+        assert problems == [] and f"resource {uri}:" in first
+        assert ("main", uri) in catalog.attached
+        await registry.call("main__toggle-subscriber-updates", {})  # every 5 s from now
+        with anyio.fail_after(30):
+            while not catalog.changed:  # noqa: ASYNC110 -- the server's own timer
+                await anyio.sleep(0.1)
+        later, _ = await catalog.expand_refs("and what changed?")
+        await registry.call("main__toggle-subscriber-updates", {})
+    assert f"resource {uri} (updated since):" in later
+    assert later.startswith("and what changed?")

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -769,6 +770,21 @@ class MCPServerConnection(ToolServer):
         return await self._request(
             "prompts/get", lambda c: c.get_prompt(name, arguments), changes_nothing=True
         )
+
+    async def subscribe(self, uri: str) -> bool:
+        """Ask for `notifications/resources/updated` about `uri` (handshake-era servers that
+        declare `resources.subscribe`); False when the server does not offer it."""
+        client = self._client
+        caps = client.server_capabilities if client is not None else None
+        offered = caps is not None and caps.resources is not None and caps.resources.subscribe
+        if not offered or client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return False
+        with warnings.catch_warnings():  # deprecated in 2026-07-28, not in the era we speak
+            warnings.simplefilter("ignore")
+            await self._request(
+                "resources/subscribe", lambda c: c.subscribe_resource(uri), changes_nothing=True
+            )
+        return True
 
     async def complete(
         self,

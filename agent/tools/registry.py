@@ -231,6 +231,8 @@ class ToolRegistry:
                 server.on_log = functools.partial(self._server_log, name)
         # MCP log messages (server, line), for a front end that shows them (-v).
         self.log_listener: Callable[[str, str], None] | None = None
+        # Told (server, uri) when a server says a resource it publishes was updated.
+        self.update_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         # Told (server, kind) after a server's prompts or resources changed (the catalog).
         self.list_listeners: list[ListListener] = []
         self._queued: dict[str, _Refresh] = {}  # waiting out the debounce, by server
@@ -323,6 +325,11 @@ class ToolRegistry:
         async def handle(message: Any) -> None:
             if (kind := _LIST_CHANGED.get(type(message))) is not None:
                 self._schedule_refresh(server_name, kind)
+            elif isinstance(message, types.ResourceUpdatedNotification) and self._tg:
+                # Told in tasks of their own: a listener may re-read the resource, which
+                # needs this connection's message loop, the one running this handler.
+                for listener in self.update_listeners:
+                    self._tg.start_soon(listener, server_name, str(message.params.uri))
 
         return handle
 
