@@ -9,7 +9,9 @@ says its prompts or resources changed (the registry relays those notifications h
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -91,40 +93,41 @@ class Catalog:
         def kept(listed: list[tuple[str, Any]], server: str) -> list[Any]:
             return [item for name, item in listed if name == server]
 
-        async def list_resources(server: MCPServerConnection) -> None:
+        async def list_kind(
+            server: MCPServerConnection,
+            fetch: Callable[[], Awaitable[list[Any]]],
+            before: list[tuple[str, Any]],
+            into: list[tuple[str, Any]],
+            *,
+            main_error: bool = False,
+        ) -> None:
+            """One kind of one server; each kind stands alone (resources without templates).
+            The resources' error is the one shown when several kinds of a server fail."""
             try:
                 with anyio.fail_after(LIST_TIMEOUT):
-                    found = await server.list_resources()
+                    found = await fetch()
             except _LISTING_ERRORS as exc:
-                self.errors[server.name] = _listing_error(exc)
-                found = kept(self.resources, server.name)
-            resources.extend((server.name, r) for r in found)
-
-        async def list_templates(server: MCPServerConnection) -> None:
-            """Templates stand alone: a server may have resources and no templates."""
-            try:
-                with anyio.fail_after(LIST_TIMEOUT):
-                    found = await server.list_resource_templates()
-            except _LISTING_ERRORS as exc:
-                self.errors.setdefault(server.name, _listing_error(exc))
-                found = kept(self.templates, server.name)
-            templates.extend((server.name, t) for t in found)
-
-        async def list_prompts(server: MCPServerConnection) -> None:
-            try:
-                with anyio.fail_after(LIST_TIMEOUT):
-                    found = await server.list_prompts()
-            except _LISTING_ERRORS as exc:
-                self.errors.setdefault(server.name, _listing_error(exc))
-                found = kept(self.prompts, server.name)
-            prompts.extend((server.name, p) for p in found)
+                if main_error:
+                    self.errors[server.name] = _listing_error(exc)
+                else:
+                    self.errors.setdefault(server.name, _listing_error(exc))
+                found = kept(before, server.name)
+            into.extend((server.name, item) for item in found)
 
         async with anyio.create_task_group() as tg:
             for server in self._servers("resources"):
-                tg.start_soon(list_resources, server)
-                tg.start_soon(list_templates, server)
+                tg.start_soon(
+                    partial(list_kind, main_error=True),
+                    server,
+                    server.list_resources,
+                    self.resources,
+                    resources,
+                )
+                tg.start_soon(
+                    list_kind, server, server.list_resource_templates, self.templates, templates
+                )
             for server in self._servers("prompts"):
-                tg.start_soon(list_prompts, server)
+                tg.start_soon(list_kind, server, server.list_prompts, self.prompts, prompts)
         self.resources, self.templates, self.prompts = resources, templates, prompts
         self._own_tools = (
             {READ_RESOURCE: AgentTool(self.read_resource_schema(), self.read_resource_tool)}
