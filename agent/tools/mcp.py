@@ -11,24 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import logging
 import os
-import signal
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
 import httpx2
-import mcp.client.stdio as mcp_stdio
 import mcp.types as types
 import pydantic
 from anyio.abc import TaskGroup
-from anyio.streams.text import TextReceiveStream
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
@@ -40,7 +36,7 @@ from mcp.client.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
@@ -58,167 +54,40 @@ from agent.tools.base import (
     ToolSpec,
     describe_exception,
 )
-from agent.tools.prestart import AdoptedProcess, Prestarted, stop_prestarted
-from agent.tools.toolcap import cut_tool_list
-from agent.tools.unparsable import reply_error_for
+from agent.tools.mcp_http import (
+    _ERA_NAMES,
+    _HTTP_HINTS,
+    _LOGIN_OR_HEADER_HINT,
+    _OAUTH_OFF_HINT,
+    _SSE_HINTS,
+    _era_refused,
+    _http_replies,
+    _HttpReplies,
+    _jsonrpc_method,
+)
+from agent.tools.mcp_stdio import (
+    _adopt,
+    _read_some,
+    _tool_cap,
+    _ToolCap,
+    _watch_end,
+)
+from agent.tools.mcp_stdio import _WholeLines as _WholeLines  # re-exported: tests
+from agent.tools.mcp_stdio import hasten_shutdown as hasten_shutdown  # re-exported: session
+from agent.tools.prestart import Prestarted
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
-# The SDK closes a stdio server's stdin, waits this long for it to exit, then SIGTERMs its
-# process group. Its 2 s default added 2 s to every exit for servers that ignore stdin EOF
-# (server-everything and most Node servers); SIGTERM is still a graceful request.
-mcp_stdio.PROCESS_TERMINATION_TIMEOUT = 0.5
-EXIT_GRACE = 0.15  # the same wait when the process is about to end (hasten_shutdown)
-_sdk_stop_server_process = mcp_stdio._stop_server_process
-
-
-def hasten_shutdown(grace: float = EXIT_GRACE) -> None:
-    """The process ends once the servers are closed: each stdio server gets `grace` seconds
-    after its stdin closes, then SIGTERM to its group as before. A caller waits on this
-    tail after its answer; a server that must save state on EOF has had the whole run.
-    (The SDK reads this wait from its module; this process has no other use for it.)"""
-    mcp_stdio.PROCESS_TERMINATION_TIMEOUT = grace
-
-
-async def _stop_server_and_its_group(process: Any) -> None:
-    """The SDK signals the server's process group only if the server outlives stdin EOF; one
-    that exits promptly leaves its children (same group, reparented to init) running. The
-    server leads its own group (start_new_session), so the group id is its pid."""
-    try:
-        await _sdk_stop_server_process(process)
-    finally:
-        if os.name == "posix" and _leader_gone(process.pid):
-            with contextlib.suppress(OSError):
-                os.killpg(process.pid, signal.SIGKILL)
-
-
-def _leader_gone(pid: int) -> bool:
-    """Whether the group `pid` has lost its leader (our server): then what is left in it
-    are its orphans. A live process with that pid is a new one that reused it: hands off."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
-
-
-mcp_stdio._stop_server_process = _stop_server_and_its_group
-BIG_LINE = 1_000_000  # characters; a stdio message this long may be an oversized tool list
-_sdk_parse_line = mcp_stdio._parse_line
-
-
-@dataclass
-class _ToolCap:
-    """The most tools one tools/list page may bring in, and how many a cut page held."""
-
-    limit: int
-    announced: int = 0
-
-
-_tool_cap: contextvars.ContextVar[_ToolCap | None] = contextvars.ContextVar(
-    "mcp_agent_tool_cap", default=None
-)
-
-
-def _parse_capped_line(line: str) -> Any:
-    """A tools/list page past the cap is cut before the SDK validates it.
-
-    The SDK turns every tool of a page into pydantic models (and validates it twice): for a
-    server announcing 50,000 tools that is most of 15 s and 400 MB. Cutting the raw JSON
-    (agent.tools.toolcap: the C decoder, one tool at a time) keeps the cost bounded by the
-    cap, not by the server.
-    """
-    cap = _tool_cap.get()
-    if cap is not None and len(line) > BIG_LINE and '"tools"' in line:
-        cut = cut_tool_list(line, cap.limit)
-        if cut is not None and cut[1] > cap.limit:
-            message, cap.announced = cut
-            message["result"].pop("nextCursor", None)
-            line = json.dumps(message)
-    return _sdk_parse_line(line)
-
-
-mcp_stdio._parse_line = _parse_capped_line
-_sdk_spawn = mcp_stdio._create_platform_compatible_process
-# A connection about to open its transport puts its prestarted process here (a list, so the
-# spawn below can take it even from a task that copied the context).
-_adopt: contextvars.ContextVar[list[Prestarted] | None] = contextvars.ContextVar(
-    "mcp_agent_adopt", default=None
-)
-
-
-async def _spawn_or_adopt(command: str, args: list[str], *rest: Any, **kw: Any) -> Any:
-    """The SDK's spawn, unless this connection's server was started before the imports."""
-    waiting = _adopt.get()
-    if waiting:
-        started = waiting.pop()
-        if started.argv == (command, *args):  # (one that died at start shows it as usual)
-            return await AdoptedProcess.adopt(started.popen)
-        stop_prestarted(started)
-    return await _sdk_spawn(command, args, *rest, **kw)
-
-
-mcp_stdio._create_platform_compatible_process = _spawn_or_adopt
-
-
-@dataclass(eq=False)
-class _WholeLines(TextReceiveStream):
-    """A stdio server's output in pieces that end at a line break.
-
-    The SDK's reader joins its leftover with every 64 KiB chunk and splits the lot again:
-    quadratic in the length of a line, seconds for a 10 MB tool list. Given whole lines,
-    its leftover is always empty and reading is linear.
-    """
-
-    _pending: list[str] = field(init=False, default_factory=list)
-
-    async def receive(self) -> str:
-        while True:
-            try:
-                chunk = await super().receive()
-            except anyio.EndOfStream:
-                if not self._pending:
-                    raise
-                rest, self._pending = "".join(self._pending), []
-                return rest
-            cut = chunk.rfind("\n") + 1
-            if not cut:
-                self._pending.append(chunk)
-                continue
-            whole = "".join([*self._pending, chunk[:cut]])
-            self._pending = [chunk[cut:]] if cut < len(chunk) else []
-            return whole
-
-
-mcp_stdio.TextReceiveStream = _WholeLines  # type: ignore[misc]
 MessageHandler = Callable[[Any], Awaitable[None]]
+
+# The SDK logs transport errors (with tracebacks) on the `mcp` logger; without a handler
+# Python prints them on the terminal. Each connection's owner task sets its log writer here,
+# and the transport's tasks inherit it, so each record lands in that server's log file.
+_connection_log: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "mcp_agent_connection_log", default=None
+)
+
 MAX_PAGES = 100  # of any listing
 STDERR_TAIL_LINES = 5
-_PIPE_CHUNK = 65536
-_HTTP_HINTS = {
-    401: " (the server wants credentials: set an Authorization header with -H or 'headers')",
-    403: " (the server refused these credentials: check the Authorization header)",
-    404: " (nothing at this URL: check --server-url / 'url'; streamable HTTP is usually /mcp)",
-}
-_ERA_NAMES = {
-    "legacy": "legacy handshake (initialize)",
-    "auto": "server/discover, then initialize",
-    "2026-07-28": "2026-07-28 protocol (server/discover)",
-}
-_OAUTH_OFF_HINT = (
-    " (the server wants a login: remove 'oauth': false, or set an Authorization header)"
-)
-_LOGIN_OR_HEADER_HINT = (
-    " (the server wants credentials: `run_mcp.py --login {name}` if it offers a login,"
-    " or an Authorization header with -H or 'headers')"
-)
-_NOT_SSE = " (not an SSE endpoint: a streamable HTTP one, often …/mcp, needs --connection http)"
-_SSE_HINTS = {
-    **_HTTP_HINTS,
-    404: " (nothing at this URL: check --server-url / 'url'; SSE is usually served at /sse)",
-    400: _NOT_SSE,
-    405: _NOT_SSE,
-    406: _NOT_SSE,
-}
 LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
 LOG_FLUSH_INTERVAL = 0.2  # seconds; a burst of log lines is written in blocks
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
@@ -829,37 +698,6 @@ async def _all_pages(page: Callable[[str | None], Awaitable[Any]], field: str) -
     return items
 
 
-@dataclass
-class _HttpReplies:
-    """HTTP refusals of the requests one caller sent on our session: (JSON-RPC method,
-    status). The SDK posts each request in a copy of its sender's context, so the response
-    hook finds the caller's record there and statuses never mix between concurrent calls."""
-
-    refused: list[tuple[str | None, int]] = field(default_factory=list)
-
-    def session_unknown(self, method: str) -> bool:
-        """The server answered `method` itself with 404: the session is gone, nothing ran."""
-        return (method, 404) in self.refused
-
-    def session_refused(self) -> int | None:
-        """The status of the first refusal of a request on our session, if any."""
-        return next((status for _, status in self.refused if status >= 400), None)
-
-
-_http_replies: contextvars.ContextVar[_HttpReplies | None] = contextvars.ContextVar(
-    "mcp_agent_http_replies", default=None
-)
-
-
-def _jsonrpc_method(request: httpx2.Request) -> str | None:
-    """The JSON-RPC method a POST carried (None for a GET, a response, or an odd body)."""
-    try:
-        body = json.loads(request.content)
-    except (ValueError, httpx2.RequestNotRead):
-        return None
-    return body.get("method") if isinstance(body, dict) else None
-
-
 def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
@@ -868,90 +706,6 @@ def _timed_out(exc: MCPError) -> bool:
     """The SDK's own request timeout (-32001), not a failure the server reported (whose
     text may well say "timed out" about something upstream)."""
     return exc.code == REQUEST_TIMEOUT
-
-
-def _era_refused(exc: BaseException, http_error: str | None) -> bool:
-    """Whether the server answered the handshake with a refusal (it speaks another era),
-    rather than being unreachable, gone, or asking for credentials."""
-    if http_error is not None:
-        return http_error.startswith("HTTP 400")
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return isinstance(exc, MCPError) and exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
-
-
-def _read_some(fd: int) -> bytes | None:
-    """Non-blocking read: bytes, b"" at end of file, None when nothing is ready."""
-    try:
-        return os.read(fd, _PIPE_CHUNK)
-    except BlockingIOError:
-        return None
-    except OSError:
-        return b""
-
-
-class _EndWatchingStream:
-    """The transport's receive stream, reporting when it ends: the server is gone. A reply
-    the SDK could not parse becomes an error for the request it answers."""
-
-    def __init__(self, inner: Any, on_end: Callable[[str], None]) -> None:
-        self._inner = inner
-        self._on_end = on_end
-
-    def __getattr__(self, name: str) -> Any:  # last_context, statistics, ...
-        return getattr(self._inner, name)
-
-    def __aiter__(self) -> _EndWatchingStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            item = await self._inner.receive()
-        except anyio.EndOfStream:
-            self._on_end("the connection ended")
-            raise StopAsyncIteration from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_end("the connection was closed")
-            raise
-        except anyio.get_cancelled_exc_class():
-            # The session's reader is cancelled only when the session is torn down: by us
-            # (then the report is ignored) or by its transport failing (an HTTP POST that
-            # could not connect takes the whole transport down).
-            self._on_end("the transport failed")
-            raise
-        if isinstance(item, Exception):  # a line the SDK could not parse, or a fault
-            return reply_error_for(item) or item
-        return item
-
-    async def receive(self) -> Any:
-        return await self.__anext__()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def __aenter__(self) -> _EndWatchingStream:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: object) -> bool | None:
-        return await self._inner.__aexit__(*exc)
-
-
-@contextlib.asynccontextmanager
-async def _watch_end(transport: Any, on_end: Callable[[str], None]) -> AsyncIterator[Any]:
-    async with transport as (read_stream, write_stream):
-        yield _EndWatchingStream(read_stream, on_end), write_stream
-
-
-# The SDK logs transport errors (with tracebacks) on the `mcp` logger; without a handler
-# Python prints them on the terminal. Each connection's owner task sets its log writer here,
-# and the transport's tasks inherit it, so each record lands in that server's log file.
-_connection_log: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
-    "mcp_agent_connection_log", default=None
-)
 
 
 class _ConnectionLogHandler(logging.Handler):
