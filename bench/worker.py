@@ -242,16 +242,20 @@ def _live_children_cpu() -> float:
     return total_ticks / os.sysconf("SC_CLK_TCK")
 
 
-async def fanout(a: dict[str, Any]) -> dict[str, Any]:
-    """Each server alone (after one untimed warm-up), then all at once via connect_all."""
-    environ = {"MCP_AGENT_STATE_DIR": str(Path(a["root"]) / "state")}
-    settings = build_settings(
+def _config_settings(a: dict[str, Any]) -> Settings:
+    """Settings for the servers of the bench's mcpServers file, state kept in its root."""
+    return build_settings(
         config_path=None,
         mcp_config_path=Path(a["mcp_config"]),
         cli_server=None,
-        environ=environ,
+        environ={"MCP_AGENT_STATE_DIR": str(Path(a["root"]) / "state")},
         workspace=Path(a["root"]),
     )
+
+
+async def fanout(a: dict[str, Any]) -> dict[str, Any]:
+    """Each server alone (after one untimed warm-up), then all at once via connect_all."""
+    settings = _config_settings(a)
     one = settings.servers[:1]
     await _connect_seconds(settings.model_copy(update={"servers": one}))
     singles = [
@@ -302,14 +306,7 @@ def _rss_mib() -> float:
 
 async def connect_many(a: dict[str, Any]) -> dict[str, Any]:
     """Many servers at once: connect_all vs the bare SDK, alternating, 3 rounds each."""
-    environ = {"MCP_AGENT_STATE_DIR": str(Path(a["root"]) / "state")}
-    settings = build_settings(
-        config_path=None,
-        mcp_config_path=Path(a["mcp_config"]),
-        cli_server=None,
-        environ=environ,
-        workspace=Path(a["root"]),
-    )
+    settings = _config_settings(a)
     ours: list[float] = []
     sdk: list[float] = []
     before = _rss_mib()
