@@ -203,6 +203,10 @@ class Settings(_Frozen):
     servers: tuple[ServerConfig, ...] = ()
     state_dir: Path = Path(".")
     workspace: Path = Path(".")
+    # Whether the working directory's own files (config/, other clients' project files,
+    # hooks, skills) may be used: it is the agent's own folder, or the user trusted it.
+    # Anything read from the working directory checks this first (see agent/trust.py).
+    workspace_trusted: bool = False
     config_files: tuple[str, ...] = ()  # the files these settings were read from
 
     def trusts(self, server: str, tool: str) -> bool:
