@@ -29,6 +29,9 @@ from agent.redact import PATTERNS_ONLY, Redactor, header_secrets, is_secret_name
 
 Transport = Literal["stdio", "sse", "http", "openapi"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Run as a file with -P: the child imports the agent from this same folder, never from its
+# working directory (where a project's own `agent/` package would shadow ours).
+BUNDLED_MAIN = REPO_ROOT / "agent" / "server" / "__main__.py"
 DEFAULT_CONFIG = Path("config/config.toml")
 BUNDLED_SERVER_NAME = "local"
 
@@ -437,13 +440,17 @@ def default_state_dir(environ: Mapping[str, str]) -> Path:
 
 
 def bundled_server(workspace: Path) -> ServerConfig:
-    """The embedded default server, run with this interpreter so no install is needed."""
+    """The embedded default server, run with this interpreter so no install is needed.
+
+    `-P` keeps the working directory off the child's sys.path; the file itself puts the
+    folder it lives in first (agent/server/__main__.py), so the child runs this agent's
+    code from a clone, a worktree or an install alike.
+    """
     return ServerConfig(
         name=BUNDLED_SERVER_NAME,
         type="stdio",
         command=sys.executable,
-        args=("-m", "agent.server", "--root", str(workspace)),
-        env={"PYTHONPATH": str(REPO_ROOT)},
+        args=("-P", str(BUNDLED_MAIN), "--root", str(workspace)),
     )
 
 

@@ -37,9 +37,10 @@ def run_cli(
     stdin: str | None = None,
     extra_env: dict[str, str] | None = None,
     timeout: float = 90,
+    run_mcp: Path | str = RUN_MCP,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, RUN_MCP, *args],
+        [sys.executable, str(run_mcp), *args],
         cwd=workdir,
         env={**(extra_env or {}), **cli_env(workdir, base_url, api_key)},
         input=stdin,

@@ -18,6 +18,7 @@ from agent.config import (
     server_env,
 )
 from agent.errors import ConfigError
+from tests.servers import REPO_ROOT
 
 
 def write_json(tmp_path: Path, doc: Any) -> Path:
@@ -67,7 +68,7 @@ def test_precedence_defaults_file_env_flags(tmp_path: Path) -> None:
 def test_no_servers_means_the_bundled_server(tmp_path: Path) -> None:
     s = build(tmp_path)
     assert [srv.name for srv in s.servers] == [BUNDLED_SERVER_NAME]
-    assert s.servers[0].args[:2] == ("-m", "agent.server")
+    assert s.servers[0].args[:2] == ("-P", str(REPO_ROOT / "agent" / "server" / "__main__.py"))
     off = {"mcpServers": {"a": {"command": "x", "enabled": False}}}
     assert [srv.name for srv in build(tmp_path, mcp=off).servers] == [BUNDLED_SERVER_NAME]
 

@@ -1,11 +1,21 @@
-"""`python -m agent.server [--transport stdio|sse|http] [--host H] [--port N] [--root DIR]`."""
+"""`python -m agent.server [--transport stdio|sse|http] [--host H] [--port N] [--root DIR]`.
+
+The agent itself runs this file as `python -P <path of this file>` (see config.bundled_server).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from agent.server.app import build_server
+if not __package__:  # run as a file (`python -P .../agent/server/__main__.py`): the agent's
+    # own children import this checkout's `agent`, never one from the working directory.
+    _ROOT = str(Path(__file__).resolve().parents[2])
+    if _ROOT not in sys.path:
+        sys.path.insert(0, _ROOT)
+
+from agent.server.app import build_server  # noqa: E402 - after the path is set
 
 TRANSPORTS = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
 
