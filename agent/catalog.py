@@ -23,7 +23,8 @@ from agent.react import AgentTool
 from agent.tools.base import ServerStopped, describe_exception
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ListKind, ToolRegistry
-from agent.tools.results import Image, Observation, envelope, error_observation
+from agent.tools.results import Image, Observation, block_text, envelope, error_observation
+from agent.tools.uimeta import is_app_page, is_app_uri
 
 READ_RESOURCE = "read_resource"
 LIST_TIMEOUT = 10.0  # seconds one server gets to list its resources or prompts
@@ -44,6 +45,7 @@ class Catalog:
     resources: list[tuple[str, types.Resource]] = field(default_factory=list)
     templates: list[tuple[str, types.ResourceTemplate]] = field(default_factory=list)
     prompts: list[tuple[str, types.Prompt]] = field(default_factory=list)
+    app_pages: list[tuple[str, types.Resource]] = field(default_factory=list)  # ui:// (apps)
     errors: dict[str, str] = field(default_factory=dict)
     attached: set[tuple[str, str]] = field(default_factory=set)  # @server:uri of past requests
     changed: dict[tuple[str, str], str] = field(default_factory=dict)  # re-read after updates
@@ -128,7 +130,12 @@ class Catalog:
                 )
             for server in self._servers("prompts"):
                 tg.start_soon(list_kind, server, server.list_prompts, self.prompts, prompts)
-        self.resources, self.templates, self.prompts = resources, templates, prompts
+        # App pages (ui://) are for an app host, never for the model: not listed for it,
+        # not attachable, not readable through read_resource.
+        self.app_pages = [(name, r) for name, r in resources if is_app_uri(r.uri)]
+        self.resources = [(name, r) for name, r in resources if not is_app_uri(r.uri)]
+        self.templates = [(name, t) for name, t in templates if not is_app_uri(t.uri_template)]
+        self.prompts = prompts
         self._own_tools = (
             {READ_RESOURCE: AgentTool(self.read_resource_schema(), self.read_resource_tool)}
             if self.has_resources
@@ -157,6 +164,8 @@ class Catalog:
             raise LookupError(
                 f"no MCP server named '{server_name}' (servers with resources: {known})"
             )
+        if is_app_uri(uri):
+            raise LookupError(f"{uri} is an app's page (MCP Apps): shown to the user, not read")
         try:
             with anyio.fail_after(server.config.tool_timeout or 60):
                 result = await server.read_resource(uri)
@@ -332,6 +341,8 @@ class Catalog:
             content = message.content
             if isinstance(content, types.TextContent):
                 text = content.text
+            elif isinstance(content, types.EmbeddedResource) and is_app_page(content.resource):
+                text = block_text(content)[0]
             elif isinstance(content, types.EmbeddedResource) and isinstance(
                 content.resource, types.TextResourceContents
             ):

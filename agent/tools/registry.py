@@ -241,6 +241,7 @@ class ToolRegistry:
         self.warnings: list[str] = []  # worth telling the user at start (not failures)
         self._specs: dict[str, list[ToolSpec]] = {}
         self.tools: dict[str, ToolSpec] = {}
+        self.app_only: list[ToolSpec] = []  # MCP Apps tools only their page may call
         self._openai_tools: list[dict[str, Any]] = []
         self._tg: TaskGroup | None = None
 
@@ -423,19 +424,30 @@ class ToolRegistry:
         server.status.tool_count = len(wanted)
 
     def _rebuild(self) -> None:
+        """The model's tools by public name. A tool its server made visible to its app
+        alone (MCP Apps) gets no public name: the model can neither see nor call it."""
         pairs = [
             (name, spec.name)
             for name in self.servers
             for spec in sorted(self._specs.get(name, []), key=lambda s: s.name)
+            if spec.for_model
         ]
         by_pair = {(s.server, s.name): s for specs in self._specs.values() for s in specs}
         names = assign_names(pairs, self._reserved)
         self.tools = {public: by_pair[pair] for public, pair in names.items()}
+        self.app_only = [spec for (_, _), spec in sorted(by_pair.items()) if not spec.for_model]
         self._openai_tools = [openai_tool(public, spec) for public, spec in self.tools.items()]
 
     def openai_tools(self) -> list[dict[str, Any]]:
         """The tool list for the model; rebuilt only when the set of tools changes."""
         return self._openai_tools
+
+    def server_tool(self, server: str, tool: str) -> ToolSpec | None:
+        """A tool by its server's own name, app-only ones included (for an app's calls)."""
+        for spec in self._specs.get(server, []):
+            if spec.name == tool:
+                return spec
+        return None
 
     def public_name(self, server: str, tool: str) -> str | None:
         for public, spec in self.tools.items():

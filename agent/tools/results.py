@@ -22,6 +22,7 @@ from typing import Any
 import mcp.types as types
 
 from agent.text import valid_unicode
+from agent.tools.uimeta import is_app_page
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ def _human_size(n: int) -> str:
 
 def _resource_text(resource: types.TextResourceContents | types.BlobResourceContents) -> str:
     mime = resource.mime_type or "unknown type"
+    if is_app_page(resource):  # an MCP App's page: hundreds of KB of script, for a host
+        return f"[app page {resource.uri} ({mime}), not shown to the model]"
     if isinstance(resource, types.TextResourceContents):
         return f"[resource {resource.uri} ({mime})]\n{resource.text}"
     size = _human_size(_decoded_size(resource.blob))

@@ -51,8 +51,16 @@ def hint_words(spec: ToolSpec) -> list[str]:
     return words
 
 
-def show_tools(console: Console, tools: Mapping[str, ToolSpec], server: str = "") -> None:
+def show_tools(
+    console: Console,
+    tools: Mapping[str, ToolSpec],
+    server: str = "",
+    app_only: Sequence[ToolSpec] = (),
+) -> None:
+    """The model's tools (`+ app`: it comes with an MCP App's page), then the tools only
+    an app's page may call, by `server › tool` since the model has no name for them."""
     listed = [(p, s) for p, s in tools.items() if not server or s.server == server]
+    listed += [(f"{s.server} › {s.name}", s) for s in app_only if not server or s.server == server]
     renamed = any(own_name(p, s) for p, s in listed)
     columns = [
         Column("name", key=True),
@@ -64,10 +72,14 @@ def show_tools(console: Console, tools: Mapping[str, ToolSpec], server: str = ""
     rows = []
     for public, spec in listed:
         hints = "read-only" if spec.read_only else ("destructive" if spec.destructive else "writes")
+        if not spec.for_model:
+            hints += ", app only"
+        elif spec.app_uri:
+            hints += " + app"
         desc = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
         if len(desc) > DESCRIPTION_CUT:
             desc = desc[: DESCRIPTION_CUT - 1].rstrip() + "…"
-        own = [own_name(public, spec)] if renamed else []
+        own = [own_name(public, spec) if spec.for_model else ""] if renamed else []
         rows.append([public, *own, spec.title or "", hints, desc])
     show_table(console, columns, rows)
 
@@ -82,6 +94,8 @@ def show_tool(console: Console, public: str, spec: ToolSpec, *, asks: bool) -> N
     hints = ", ".join(hint_words(spec))
     approval = "asks before it runs" if asks else "runs without asking"
     console.print(Text(f"hints: {hints}; {approval}", style="dim"))
+    if spec.app_uri:
+        console.print(Text(f"comes with an app: {spec.app_uri}", style="dim"))
     console.print(Text(spec.description.strip() or "(no description)"))
     schema = json.dumps(spec.input_schema, indent=2, ensure_ascii=False)
     console.print(Text(schema, style="dim"))

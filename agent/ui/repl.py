@@ -371,7 +371,7 @@ class Repl:
         if arg and arg not in self.registry.servers:
             self.console.print(Text(f"no server or tool named {arg!r}", style="yellow"))
             return
-        listings.show_tools(self.console, self.registry.tools, arg)
+        listings.show_tools(self.console, self.registry.tools, arg, self.registry.app_only)
 
     async def _servers(self, arg: str) -> None:
         auth = {name: self.registry.auth_words(name) for name in self.registry.servers}
