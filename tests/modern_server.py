@@ -36,6 +36,21 @@ def build() -> MCPServer:
         """Say hello."""
         return f"hello {name}"
 
+    @server.resource("notes://today", mime_type="text/plain")
+    def today() -> str:
+        """Today's note."""
+        return "the note of today"
+
+    @server.resource("notes://day/{day}")
+    def day_note(day: str) -> str:
+        """The note of one day."""
+        return f"the note of {day}"
+
+    @server.prompt()
+    def welcome(who: str) -> str:
+        """A welcome for someone."""
+        return f"Please welcome {who} warmly."
+
     return server
 
 

@@ -125,6 +125,8 @@ class ServerStatus:
     last_restart: float | None = None  # time.time() of the latest successful reconnect
     stderr_tail: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    protocol: str | None = None  # the protocol version (era) this connection speaks
+    extensions: tuple[str, ...] = ()  # the MCP extensions the server declared
 
 
 class ServerStopped(Exception):

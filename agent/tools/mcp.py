@@ -181,6 +181,8 @@ class MCPServerConnection(ToolServer):
             _tool_cap.set(self._cap)
         client = await self._handshake(stack)
         self.instructions = client.instructions
+        self.status.protocol = client.protocol_version
+        self.status.extensions = tuple(sorted(client.server_capabilities.extensions or {}))
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS and self._message_handler:
             # 2026-07-28 servers send no spontaneous list_changed: subscribe for them.
             listeners = await stack.enter_async_context(anyio.create_task_group())
@@ -222,6 +224,8 @@ class MCPServerConnection(ToolServer):
                 self.auth.problem = None
             try:
                 self._client = await stack.enter_async_context(client)
+                if mode in MODERN_PROTOCOL_VERSIONS:
+                    await _discover(client)
                 return client
             except Exception as exc:
                 if self.auth is not None and self.auth.problem:
@@ -696,6 +700,18 @@ async def _all_pages(page: Callable[[str | None], Awaitable[Any]], field: str) -
         if not cursor:
             break
     return items
+
+
+async def _discover(client: Client) -> None:
+    """Ask a 2026-07-28 server what it offers (`server/discover`) and adopt its answer.
+
+    A pinned modern era adopts a stand-in discover result with empty capabilities (the SDK
+    does not probe when told the version), which would hide every tool, resource and prompt
+    the server has: the spec makes `server/discover` mandatory for servers, so ask it.
+    """
+    session = client.session
+    raw = await session.send_discover(client.protocol_version)
+    session.adopt(types.DiscoverResult.model_validate(raw))
 
 
 def error_result(text: str) -> types.CallToolResult:

@@ -131,6 +131,10 @@ def show_servers(
             ]
         )
     show_table(console, columns, rows)
+    for st in statuses:  # the era and extensions: under the table, which stays narrow
+        if st.protocol:
+            extensions = f"; extensions: {', '.join(st.extensions)}" if st.extensions else ""
+            console.print(Text(f"{st.name} speaks MCP {st.protocol}{extensions}", "dim"))
     for st in statuses:
         if st.state in ("down", "failed") and st.stderr_tail:
             console.print(Text(f"last stderr of {st.name}:", style="bold"))
