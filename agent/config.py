@@ -86,6 +86,10 @@ class LLMSettings(_Frozen):
     local_ports: tuple[int, ...] = (11434, 8080, 1234, 8000)
     # Images from tools to the model: true, false, or "auto" (until the endpoint refuses one).
     vision: bool | Literal["auto"] = "auto"
+    # Tool calls a model writes as text (`<tool_call>`, a ```json block...): "auto" runs those
+    # naming an offered tool; "text" describes the tools in the system prompt instead of
+    # sending `tools` (endpoints without tool support); "native" never reads text calls.
+    tool_calls: Literal["auto", "native", "text"] = "auto"
 
 
 class AgentSettings(_Frozen):

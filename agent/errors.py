@@ -39,6 +39,12 @@ class ModelError(AgentError):
         self.status = status
 
 
+class ToolsUnsupportedError(ModelError):
+    """The endpoint refused `tools` for this model (Ollama's "does not support tools",
+    llama-server without --jinja, vLLM without auto tool choice): the loop goes on in text
+    mode, with the tools described in the system prompt."""
+
+
 class ToolServerError(AgentError):
     """A tool server could not be reached, listed or called.
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
-from agent.errors import ContextOverflowError, ModelError
+from agent.errors import ContextOverflowError, ModelError, ToolsUnsupportedError
 from agent.text import valid_unicode
 
 if TYPE_CHECKING:
@@ -63,6 +63,19 @@ _REQUEST_PATTERNS = (
     r"requested tokens \((\d+)\)",
     r"resulted in (\d+) tokens",
     r"(\d+) input tokens",
+)
+# The wordings of an endpoint that takes no `tools` for this model (Ollama, llama-server
+# without --jinja, vLLM without --enable-auto-tool-choice, and generic ones).
+NO_TOOLS_HINTS = (
+    "does not support tools",
+    "requires --jinja",
+    "--enable-auto-tool-choice",
+    "does not support function calling",
+    "does not support tool",
+    "tools are not supported",
+    "tool use is not supported",
+    "tool calling is not supported",
+    "function calling is not supported",
 )
 # 5xx bodies that are about the request, not the server: sending it again cannot help.
 VALIDATION_HINTS = ("validation error", "input should be", "field required", "invalid_request")
@@ -502,6 +515,10 @@ class _ErrorMapper:
                 request_tokens=_overflow_number(
                     error, "n_prompt_tokens", _REQUEST_PATTERNS, detail
                 ),
+            )
+        if status not in (401, 403, 404, 429) and any(h in detail.lower() for h in NO_TOOLS_HINTS):
+            return ToolsUnsupportedError(
+                f"the model endpoint does not take tools ({where}): {detail}", status=status
             )
         if status in (401, 403):
             return ModelError(

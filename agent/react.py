@@ -8,7 +8,9 @@ never prints; front ends consume its events.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import secrets
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -18,7 +20,7 @@ from typing import Any, Protocol
 import anyio
 
 from agent.approval import ApprovalPolicy, ApprovalRequest
-from agent.errors import ContextOverflowError, ModelError
+from agent.errors import ContextOverflowError, ModelError, ToolsUnsupportedError
 from agent.events import (
     AssistantMessage,
     Event,
@@ -35,6 +37,8 @@ from agent.events import (
 )
 from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
 from agent.memory import Fitted, Memory, estimate_tokens
+from agent.textcalls import Mode as ToolCallMode
+from agent.textcalls import StreamGate, model_family, parse, to_text_mode
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
 from agent.tools.search import FIND_TOOLS, ToolSearch
@@ -138,8 +142,14 @@ class Agent:
         agent_tools: Callable[[], Mapping[str, AgentTool]] | None = None,
         tool_search: ToolSearch | None = None,
         vision: Vision = "auto",
+        tool_calls: ToolCallMode = "auto",
     ) -> None:
         self.model = model
+        # auto: calls written as text to offered tools run; text: the endpoint takes no
+        # `tools` (set, or learnt from its refusal), so they are described in the prompt.
+        self.tool_calls_mode = tool_calls
+        self._text_ids = itertools.count(1)
+        self._text_id_prefix = secrets.token_hex(3)
         self.vision = vision  # auto turns off when the endpoint refuses an image
         # The agent's own tools besides terminate, asked for each step: they come and go
         # with what servers publish (read_resource once any server has resources).
@@ -257,15 +267,22 @@ class Agent:
                 yield notice
             last = fitted
             try:
-                async for item in self.model.stream(fitted.messages, tools):
-                    if isinstance(item, str):
-                        yield TextDelta(item)
-                    elif isinstance(item, RetryNotice):
-                        yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
-                    else:
+                async for item in self._ask(fitted.messages, tools):
+                    if isinstance(item, Reply):
                         self.count_usage(item.usage)
                         yield item
                         return
+                    yield item
+            except ToolsUnsupportedError:
+                if self.tool_calls_mode != "auto" or not tools:
+                    raise
+                self.tool_calls_mode, last = "text", None
+                yield Notice(
+                    f"the endpoint takes no tools for model '{self.model.model}': the tools are "
+                    "described in the system prompt and calls are read from the replies "
+                    '(tool_calls = "text" for this session)',
+                    "info",
+                )
             except ContextOverflowError as exc:
                 cap = self._learn_overflow(exc, fitted, tools_tokens)
                 yield Notice(
@@ -280,6 +297,39 @@ class Agent:
                 self.memory.rewrite(lambda m: without_images(m) if has_images(m) else m)
                 yield Notice(REJECTED_NOTICE, "warning")
         raise ContextOverflowError(self._no_room(tools_tokens))
+
+    async def _ask(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[Event | Reply]:
+        """One request. Unless the mode is native, text that may be a call written as text is
+        held back while it streams, and such calls to offered tools become the reply's calls
+        (see agent.textcalls); in text mode the request carries the tools as text."""
+        offered = {t["function"]["name"] for t in tools}
+        text_mode = self.tool_calls_mode == "text" and bool(tools)
+        if text_mode:
+            family = model_family(self.model.model)
+            messages, tools = to_text_mode(messages, tools, family), []
+        reads_text = self.tool_calls_mode != "native" and bool(offered)
+        gate = StreamGate() if reads_text else None
+        async for item in self.model.stream(messages, tools):
+            if isinstance(item, str):
+                if shown := (gate.feed(item) if gate is not None else item):
+                    yield TextDelta(shown)
+            elif isinstance(item, RetryNotice):
+                gate = StreamGate() if reads_text else None
+                yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
+            else:
+                reply = item
+                if gate is not None and not item.tool_calls:
+                    found = parse(item.content, offered, self._text_call_id, any_name=text_mode)
+                    if found.calls:
+                        reply = replace(item, content=found.prose, tool_calls=found.calls)
+                    if rest := gate.finish(found.prose, bool(found.calls)):
+                        yield TextDelta(rest)
+                yield reply
+
+    def _text_call_id(self) -> str:
+        return f"call_{self._text_id_prefix}_{next(self._text_ids)}"
 
     def _refused_images(self, exc: ModelError, sent: list[dict[str, Any]]) -> bool:
         """With vision auto, a request with images that the endpoint refused as invalid

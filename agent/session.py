@@ -239,6 +239,7 @@ def build_agent(
         agent_tools=catalog.agent_tools if catalog is not None else None,
         tool_search=tool_search(settings),
         vision=vision_mode(settings.llm.vision),
+        tool_calls=settings.llm.tool_calls,
     )
 
 
