@@ -50,6 +50,8 @@ class Catalog:
     attached: set[tuple[str, str]] = field(default_factory=set)  # @server:uri of past requests
     changed: dict[tuple[str, str], str] = field(default_factory=dict)  # re-read after updates
     _own_tools: dict[str, AgentTool] = field(default_factory=dict)
+    # Reads that load a skill instead (agent.skills): (server, uri) -> result, None if not one.
+    skill_reader: Callable[[str, str], Awaitable[Observation | None]] | None = None
 
     def __post_init__(self) -> None:
         self.registry.list_listeners.append(self._on_list_changed)
@@ -232,6 +234,8 @@ class Catalog:
         server, uri = str(arguments.get("server", "")), str(arguments.get("uri", ""))
         if not server or not uri:
             return error_observation(None, "read_resource needs both 'server' and 'uri'")
+        if self.skill_reader and (loaded := await self.skill_reader(server, uri)) is not None:
+            return loaded
         try:
             text, images = await self.read_with_images(server, uri)
         except LookupError as exc:

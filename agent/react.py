@@ -70,8 +70,8 @@ CUT_CALL = (
     "arguments or fewer calls per reply."
 )
 # Names only the agent may use: servers' tools are renamed around them (read_resource is
-# offered by agent.catalog when servers publish resources).
-AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource", FIND_TOOLS})
+# offered by agent.catalog when servers publish resources, load_skill by agent.skills).
+AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource", FIND_TOOLS, "load_skill"})
 
 
 @dataclass(frozen=True)

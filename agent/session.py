@@ -41,6 +41,7 @@ from agent.memory import Memory, describe_environment
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.server_requests import ServerRequests
 from agent.signals import ended_by_signals
+from agent.skills import Skills, merged_tools, open_skills
 from agent.text import valid_unicode
 from agent.tools.mcp import hasten_shutdown
 from agent.tools.prestart import Prestarts
@@ -220,6 +221,7 @@ def build_agent(
     ask: AskFn | None,
     session: Loaded,
     catalog: Catalog | None = None,
+    skills: Skills | None = None,
 ) -> Agent:
     memory = Memory.with_instructions(
         settings.agent.system_prompt, registry.instructions(), environment(registry)
@@ -236,21 +238,26 @@ def build_agent(
         context_window=settings.llm.context_window,
         reserve_tokens=settings.llm.max_tokens or DEFAULT_MAX_TOKENS,
         approval=ApprovalPolicy(mode=settings.ui.approval, ask=ask, trusted=settings.trusts),
-        agent_tools=catalog.agent_tools if catalog is not None else None,
-        tool_search=tool_search(settings),
+        agent_tools=merged_tools(
+            *([catalog.agent_tools] if catalog is not None else []),
+            *([skills.agent_tools] if skills is not None else []),
+        ),
+        tool_search=tool_search(settings, skills.search if skills is not None else None),
         vision=vision_mode(settings.llm.vision),
         tool_calls=settings.llm.tool_calls,
     )
 
 
-def tool_search(settings: Settings) -> ToolSearch | None:
+def tool_search(
+    settings: Settings, more: Callable[[str, int], list[str]] | None = None
+) -> ToolSearch | None:
     """The session's tool search, from `[agent] tool_search` and its budget."""
     agent = settings.agent
     if agent.tool_search == "off":
         return None
     tokens = agent.tool_search_tokens or int(settings.llm.context_window * BUDGET_SHARE)
     budget = SearchBudget(agent.tool_search, tokens, agent.tool_search_tools, agent.pinned_tools)
-    return ToolSearch(budget)
+    return ToolSearch(budget, more)
 
 
 def sampling_reporter(
@@ -269,8 +276,20 @@ def sampling_reporter(
     return report
 
 
-async def open_catalog(registry: ToolRegistry, stderr: Console) -> Catalog:
-    catalog = Catalog(registry)
+async def load_skills(settings: Settings, registry: ToolRegistry, stderr: Console) -> Skills:
+    """The skills of this session (agent.skills); what is wrong with one is a warning."""
+    skills, warnings = await open_skills(settings, registry, os.environ)
+    for warning in warnings:
+        stderr.print(
+            f"warning: {registry.redact(warning)}", markup=False, highlight=False, style="yellow"
+        )
+    return skills
+
+
+async def open_catalog(
+    registry: ToolRegistry, stderr: Console, skills: Skills | None = None
+) -> Catalog:
+    catalog = Catalog(registry, skill_reader=skills.route_read if skills is not None else None)
     await catalog.refresh()
     redact = registry.settings.redactor(os.environ)
     for server, error in catalog.errors.items():
@@ -408,13 +427,14 @@ async def _single(
             logs = LogLines(stderr)
             if settings.ui.verbose:
                 registry.log_listener = logs.add
-            catalog = await open_catalog(registry, stderr)
+            skills = await load_skills(settings, registry, stderr)
+            catalog = await open_catalog(registry, stderr, skills)
             request, problems = await catalog.expand_refs(request)
             for problem in problems:
                 stderr.print(
                     f"warning: {redact(problem)}", markup=False, highlight=False, style="yellow"
                 )
-            agent = build_agent(settings, registry, model, None, session, catalog)
+            agent = build_agent(settings, registry, model, None, session, catalog, skills)
             requests.on_sampled = sampling_reporter(agent, stderr, settings)
             async for event in agent.run(request):
                 record.add(event)
@@ -485,11 +505,20 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
                 stream_answer=not piped,
                 redact=registry.redact,
             )
-            catalog = await open_catalog(registry, stderr)
-            agent = build_agent(settings, registry, model, None, loaded, catalog)
+            skills = await load_skills(settings, registry, stderr)
+            catalog = await open_catalog(registry, stderr, skills)
+            agent = build_agent(settings, registry, model, None, loaded, catalog, skills)
             requests.on_sampled = sampling_reporter(agent, renderer.console, settings)
             repl = Repl(
-                console, session, agent, registry, settings, renderer, loaded.transcript, catalog
+                console,
+                session,
+                agent,
+                registry,
+                settings,
+                renderer,
+                loaded.transcript,
+                catalog,
+                skills,
             )
             if not piped:  # piped: ask-mode calls are refused, as in a single-shot run
                 agent.approval.ask = repl.ask

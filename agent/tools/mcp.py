@@ -682,6 +682,21 @@ class MCPServerConnection(ToolServer):
             raise
         return [str(v) for v in result.completion.values]
 
+    def extension(self, identifier: str) -> dict[str, Any] | None:
+        """The settings of an extension the server declared (2026-07-28), or None."""
+        caps = self._client.server_capabilities if self._client is not None else None
+        declared = caps.extensions if caps is not None else None
+        return declared.get(identifier) if declared else None
+
+    async def extension_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request an extension defines (`skills/list`...): its result as JSON."""
+
+        async def send(client: Client) -> dict[str, Any]:
+            request = _ExtensionRequest(method=method, params=params)
+            return await client.session.send_request(request, _JSON_OBJECT)
+
+        return await self._request(method, send, changes_nothing=True)
+
     def supports(self, feature: str) -> bool:
         """Whether the server declared `feature` ("tools", "resources", "prompts", ...)."""
         caps = self._client.server_capabilities if self._client is not None else None
@@ -712,6 +727,13 @@ async def _discover(client: Client) -> None:
     session = client.session
     raw = await session.send_discover(client.protocol_version)
     session.adopt(types.DiscoverResult.model_validate(raw))
+
+
+class _ExtensionRequest(types.Request[dict[str, Any] | None, str]):
+    """A request of a method the SDK has no type for (an extension's)."""
+
+
+_JSON_OBJECT = pydantic.TypeAdapter(dict[str, Any])
 
 
 def error_result(text: str) -> types.CallToolResult:

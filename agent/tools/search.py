@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -111,8 +111,12 @@ class ToolSearch:
     rebuilds its tool list only then.
     """
 
-    def __init__(self, budget: SearchBudget) -> None:
+    def __init__(
+        self, budget: SearchBudget, more: Callable[[str, int], list[str]] | None = None
+    ) -> None:
+        """`more(query, limit)`: lines about other things found (skills), after the tools."""
         self.budget = budget
+        self.more = more
         self.offered: set[str] = set()
         self.version = 0
         self.engaged = False
@@ -162,7 +166,10 @@ class ToolSearch:
             self._index = (tools, ToolIndex(tools))
         hits = self._index[1].search(query, min(limit, MAX_LIMIT))
         self.offer(hits)
-        return Observation(text=describe_hits(query, hits, tools))
+        text = describe_hits(query, hits, tools)
+        if self.more is not None and (lines := self.more(query, min(limit, MAX_LIMIT))):
+            text += "\nSkills:\n" + "\n".join(lines)
+        return Observation(text=text)
 
     def tool_schema(self, tools: Mapping[str, ToolSpec]) -> dict[str, Any]:
         """The `find_tools` declaration; it names the servers so the model knows what exists."""

@@ -33,10 +33,11 @@ from agent.errors import ConfigError, ToolServerError
 from agent.events import RunFinished
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
+from agent.skills import Skills
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, save_export, to_markdown
-from agent.ui import arguments, listings
+from agent.ui import arguments, listings, skill_commands
 from agent.ui.forms import ask_form
 from agent.ui.listings import find_tools
 from agent.ui.render import EventRenderer, LogLines, compact_json
@@ -63,8 +64,10 @@ class Repl:
         renderer: EventRenderer,
         transcript: Transcript | None = None,
         catalog: Catalog | None = None,
+        skills: Skills | None = None,
     ) -> None:
         self.transcript = transcript
+        self.skills = skills or Skills([])
         self.catalog = catalog or Catalog(registry)
         self.console = console
         self.session = session
@@ -91,6 +94,8 @@ class Repl:
             ("resources", "list resources and templates: /resources [server]", self._resources),
             ("prompts", "list prompts: /prompts [server]", self._prompts),
             ("prompt", "run a prompt: /prompt NAME key=value ... (or /NAME)", self._prompt),
+            ("skills", "list skills and where they come from", self._skills),
+            ("skill", "use a skill in a turn: /skill NAME [request]", self._skill),
             ("model", "show or set the model: /model [name]", self._model),
             ("clear", "forget the conversation", self._clear),
             ("history", "show the conversation so far", self._history),
@@ -127,6 +132,8 @@ class Repl:
             return ["ask", "yes", "read-only", "save"]
         if command == "prompt":
             return [p.name for _, p in self.catalog.prompts]
+        if command == "skill":
+            return [skill.handle for skill in self.skills.all]
         if command in ("resources", "prompts", "servers", "login", "logout"):
             return list(self.registry.servers)
         return []
@@ -461,6 +468,12 @@ class Repl:
             self.agent.memory.add_assistant(last)
             last = "Continue."
         await self.run_turn(last)
+
+    async def _skills(self, arg: str) -> None:
+        await skill_commands.refresh_and_list(self.console, self.skills)
+
+    async def _skill(self, arg: str) -> None:
+        await skill_commands.use_skill(self.console, self.skills, arg, self.run_turn)
 
     async def _model(self, arg: str) -> None:
         if arg:

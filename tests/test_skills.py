@@ -1,0 +1,157 @@
+"""Skills through the CLI and the REPL, as a user has them: folders with a SKILL.md in the
+user-level config folder (and a trusted project's), and skills an MCP server publishes with
+the `io.modelcontextprotocol/skills` extension (tests/skills_server.py).
+
+What counts is what the scripted model received: the index (name + one line) in the first
+request, the full text only after the model (or /skill) asked for it, and a tampered
+server skill refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agent.config import Settings
+from agent.skill_files import find_local_skills, split_front_matter
+from tests.cli import run_cli
+from tests.fake_llm import ScriptedLLM, text, tool_calls
+
+BODY = "PDF-SKILL-BODY: split with qpdf, never with ghostscript"
+REFERENCE = "PDF-REFERENCE-TEXT: page ranges are 1-based"
+
+
+def tool_messages(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def load_skill_description(request: dict[str, Any]) -> str:
+    tool = next(t for t in request["tools"] if t["function"]["name"] == "load_skill")
+    return str(tool["function"]["description"])
+
+
+def write_skill(root: Path, name: str, description: str, body: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: |\n  {description}\n  (second line)\n"
+        f"license: MIT\n---\n\n# {name}\n\n{body}\nSee references/pages.md.\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+def user_skills(workdir: Path) -> Path:
+    """The user-level skills folder tests.cli points XDG_CONFIG_HOME at."""
+    return workdir / "xdg-config" / "mcp-agent" / "skills"
+
+
+def test_local_skill_index_first_full_text_and_files_only_when_asked(tmp_path: Path) -> None:
+    folder = write_skill(user_skills(tmp_path), "pdf", "Split and merge PDF files", BODY)
+    (folder / "references").mkdir()
+    (folder / "references" / "pages.md").write_text(REFERENCE, encoding="utf-8")
+    (tmp_path / "outside.md").write_text("OUTSIDE-SECRET", encoding="utf-8")
+    script = [
+        tool_calls(("load_skill", {"name": "pdf"})),
+        tool_calls(
+            ("load_skill", {"name": "pdf", "file": "references/pages.md"}),
+            ("load_skill", {"name": "pdf", "file": "../../../../outside.md"}),
+        ),
+        text("split it with qpdf"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(["-p", "split report.pdf"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "split it with qpdf\n"
+    first, second, third = llm.requests
+    index = load_skill_description(first)
+    assert "- pdf: Split and merge PDF files (second line)" in index  # one line
+    assert BODY not in json.dumps(first) and REFERENCE not in json.dumps(first)
+    loaded = tool_messages(second)[0]
+    assert BODY in loaded and "Skill 'pdf' (user skill)" in loaded
+    assert "Its files: references/pages.md" in loaded
+    assert REFERENCE not in json.dumps(second)
+    read, escaped = tool_messages(third)[-2:]
+    assert read == REFERENCE
+    assert escaped.startswith("Error:") and "outside the skill's folder" in escaped
+    assert "OUTSIDE-SECRET" not in json.dumps(third)
+    llm.assert_complete()
+
+
+def test_a_file_is_refused_before_its_skill_is_loaded(tmp_path: Path) -> None:
+    write_skill(user_skills(tmp_path), "pdf", "Split PDF files", BODY)
+    script = [tool_calls(("load_skill", {"name": "pdf", "file": "SKILL.md"})), text("ok")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(["-p", "go"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    refused = tool_messages(llm.requests[1])[0]
+    assert "load the skill 'pdf' first" in refused and BODY not in refused
+
+
+def test_project_skills_are_read_only_in_a_trusted_folder(tmp_path: Path) -> None:
+    write_skill(tmp_path / "user" / "mcp-agent" / "skills", "deploy", "Deploy (user)", "U")
+    write_skill(tmp_path / "project" / ".claude" / "skills", "deploy", "Deploy (project)", "P")
+    write_skill(tmp_path / "project" / ".mcp-agent" / "skills", "lint", "Lint the code", "L")
+    environ = {"XDG_CONFIG_HOME": str(tmp_path / "user")}
+    untrusted = Settings(workspace=tmp_path / "project", workspace_trusted=False)
+    found, _ = find_local_skills(untrusted, environ)
+    assert [(s.name, s.source) for s in found] == [("deploy", "user")]
+    trusted = untrusted.model_copy(update={"workspace_trusted": True})
+    found, _ = find_local_skills(trusted, environ)
+    assert sorted((s.name, s.source) for s in found) == [
+        ("deploy", "project"),
+        ("deploy", "user"),
+        ("lint", "project"),
+    ]
+
+
+def test_front_matter_subset_is_parsed_and_broken_skills_are_warned_about(tmp_path: Path) -> None:
+    meta, body = split_front_matter(
+        "---\nname: 'x'\ndescription: >\n  folded\n  text\nallowed-tools: [a, b]\n"
+        'metadata:\n  version: "1.0"\n---\nbody\n'
+    )
+    assert meta == {
+        "name": "x",
+        "description": "folded text",
+        "allowed-tools": ["a", "b"],
+        "metadata": {"version": "1.0"},
+    }
+    assert body == "body"
+    bad = user_skills(tmp_path) / "nameless"
+    bad.mkdir(parents=True)
+    (bad / "SKILL.md").write_text("---\ndescription: no name\n---\n", encoding="utf-8")
+    with ScriptedLLM(text("ok")) as llm:
+        proc = run_cli(["-p", "hi"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    assert "nameless/SKILL.md: its front matter has no 'name'" in proc.stderr
+    assert "load_skill" not in json.dumps(llm.requests[0]["tools"])  # no skill, no tool
+
+
+def test_repl_lists_skills_with_source_and_slash_skill_loads_one_into_the_turn(
+    tmp_path: Path,
+) -> None:
+    write_skill(user_skills(tmp_path), "pdf", "Split and merge PDF files", BODY)
+    with ScriptedLLM(text("done")) as llm:
+        proc = run_cli(
+            ["-i"], tmp_path, base_url=llm.base_url, stdin="/skills\n/skill pdf split a.pdf\n"
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "pdf" in proc.stdout and "user" in proc.stdout
+    assert "Split and merge PDF files" in proc.stdout
+    request = llm.requests[0]["messages"][-1]["content"]
+    assert request.startswith("split a.pdf\n\nSkill 'pdf' (user skill)") and BODY in request
+    llm.assert_complete()
+
+
+def test_find_tools_finds_skills_when_tool_search_is_on(tmp_path: Path) -> None:
+    write_skill(user_skills(tmp_path), "pdf", "Split and merge PDF files", BODY)
+    config = tmp_path / "config.toml"
+    config.write_text('[agent]\ntool_search = "on"\n')
+    script = [tool_calls(("find_tools", {"query": "merge pdf"})), text("ok")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(["--config", str(config), "-p", "merge"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    found = tool_messages(llm.requests[1])[0]
+    assert "- skill pdf: Split and merge PDF files (second line) (load it with load_skill)" in found
+    llm.assert_complete()
