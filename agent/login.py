@@ -16,7 +16,7 @@ from rich.text import Text
 from agent.auth.login import LoginHost
 from agent.auth.provider import auth_words, forget
 from agent.config import ServerConfig, Settings
-from agent.errors import ConfigError
+from agent.errors import AgentError, ConfigError, ToolServerError
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
 from agent.ui.safe import SafeConsole
@@ -59,18 +59,22 @@ async def _login(settings: Settings, name: str) -> int:
     console = SafeConsole(stderr=True)
     host = terminal_host(console, paste=sys.stdin.isatty())
     only = settings.model_copy(update={"servers": (config,)})
+    failure: ToolServerError | None = None
     async with ToolRegistry(only, login=host) as registry:
         server = registry.servers[name]
         assert isinstance(server, MCPServerConnection) and server.auth is not None
         forget(server.auth, delete=False)  # a fresh login, even if tokens are stored
         failures = await registry.connect_all()
         if failures:
-            raise failures[0]
-        words = auth_words(config, server.token_store)
-        console.print(
-            Text(f"logged in to '{name}' ({words}); {_tools(server.status.tool_count)}"),
-            style="green",
-        )
+            failure = failures[0]  # raised outside: inside, the task group would wrap it
+        else:
+            words = auth_words(config, server.token_store)
+            console.print(
+                Text(f"logged in to '{name}' ({words}); {_tools(server.status.tool_count)}"),
+                style="green",
+            )
+    if failure is not None:
+        raise failure
     return 0
 
 
@@ -79,4 +83,19 @@ def _tools(count: int) -> str:
 
 
 def run_login(settings: Settings, name: str) -> int:
-    return anyio.run(_login, settings, name)
+    """Log in; a failure is the AgentError (one line, exit code) it carries, never the
+    task group's ExceptionGroup around it."""
+    try:
+        return anyio.run(_login, settings, name)
+    except BaseExceptionGroup as group:
+        errors = [e for e in _leaves(group) if isinstance(e, AgentError | KeyboardInterrupt)]
+        if errors:
+            raise errors[0] from None
+        raise
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found

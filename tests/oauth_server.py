@@ -5,11 +5,17 @@ protected resource metadata, the authorization server metadata, dynamic registra
 /authorize and /token next to /mcp, and checks the bearer token on every MCP request.
 The provider keeps everything in memory and approves every authorization at once (there
 is no person to ask), and the test can expire access tokens or revoke refresh tokens.
+Refresh tokens rotate: each is taken once. The faults a hostile or broken login server
+shows are switches on the authority: metadata naming other endpoints (`metadata_patch`),
+metadata sent one byte a second (`trickle_metadata`), a refused code (`refuse_codes`),
+and refreshes held until several have arrived (`hold_refreshes`), to make runs race.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import secrets
 import socket
 import threading
@@ -35,6 +41,8 @@ from pydantic import AnyHttpUrl
 
 ACCESS_TTL = 3600
 SCOPE = "mcp:tools"
+METADATA_PATH = "/.well-known/oauth-authorization-server"
+HOLD_LIMIT = 5.0  # seconds a held refresh waits for the others (they may be locked out)
 
 
 @dataclass
@@ -49,6 +57,14 @@ class MemoryAuthority:
     refreshes: int = 0
     authorizations: int = 0
     refuse_codes: bool = False  # the token endpoint answers invalid_grant
+    metadata_patch: dict[str, str] = field(default_factory=dict)  # fields of AS metadata
+    trickle_metadata: bool = False  # AS metadata at one byte a second
+    metadata_requests: int = 0
+    hold_refreshes: int = 0  # refreshes wait until this many arrived (or HOLD_LIMIT)
+    refresh_arrivals: int = 0
+    refused_refreshes: int = 0
+    _refreshed: asyncio.Event | None = None
+    _hold_base: int = 0
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -93,13 +109,36 @@ class MemoryAuthority:
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
-        return self.refresh.get(refresh_token)
+        if self.hold_refreshes:
+            await self._refresh_turn()
+        found = self.refresh.get(refresh_token)
+        self.refused_refreshes += found is None
+        return found
+
+    async def _refresh_turn(self) -> None:
+        """Hold refreshes until `hold_refreshes` arrived, then let them in one at a time
+        in arrival order: the later ones then present a token the first one rotated."""
+        if not self.refresh_arrivals:
+            self._hold_base = self.refreshes
+        self.refresh_arrivals += 1
+        ticket = self._hold_base + self.refresh_arrivals
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HOLD_LIMIT
+        while self.refresh_arrivals < self.hold_refreshes or self.refreshes < ticket - 1:
+            if loop.time() >= deadline:
+                return
+            self._refreshed = self._refreshed or asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._refreshed.wait(), 0.05)
 
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
         self.refreshes += 1
         self.refresh.pop(refresh_token.token, None)
+        if self._refreshed is not None:
+            self._refreshed.set()
+            self._refreshed = None
         return self._issue(client.client_id or "", scopes or refresh_token.scopes)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
@@ -158,7 +197,57 @@ def build(origin: str, authority: MemoryAuthority) -> Any:
         """A number only a logged-in client may read."""
         return "the secret number is 4217"
 
-    return server.streamable_http_app()
+    return Faults(server.streamable_http_app(), authority)
+
+
+class Faults:
+    """ASGI middleware: the authorization server metadata as the authority's switches say."""
+
+    def __init__(self, app: Any, authority: MemoryAuthority) -> None:
+        self.app = app
+        self.authority = authority
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(METADATA_PATH):
+            return await self.app(scope, receive, send)
+        self.authority.metadata_requests += 1
+        start: dict[str, Any] = {}
+        body = bytearray()
+
+        async def keep(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            else:
+                body.extend(message.get("body", b""))
+
+        await self.app(scope, receive, keep)
+        if self.authority.metadata_patch and start.get("status") == 200:
+            body[:] = json.dumps(json.loads(body) | self.authority.metadata_patch).encode()
+        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": start["status"], "headers": headers})
+        if not self.authority.trickle_metadata:
+            return await send({"type": "http.response.body", "body": bytes(body)})
+        await _trickle(bytes(body), receive, send)
+
+
+async def _trickle(body: bytes, receive: Any, send: Any) -> None:
+    """One byte a second, until the body is sent or the client goes away."""
+
+    async def gone() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(gone())
+    try:
+        for i in range(len(body)):
+            if watcher.done():
+                return
+            more = i + 1 < len(body)
+            await send({"type": "http.response.body", "body": body[i : i + 1], "more_body": more})
+            await asyncio.wait({watcher}, timeout=1.0)  # the server's pace, not a test's wait
+    finally:
+        watcher.cancel()
 
 
 @contextlib.contextmanager
@@ -169,7 +258,9 @@ def serve_protected() -> Iterator[tuple[str, MemoryAuthority]]:
     sock.bind(("127.0.0.1", 0))
     origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
     authority = MemoryAuthority()
-    config = uvicorn.Config(build(origin, authority), log_level="critical", lifespan="on")
+    config = uvicorn.Config(
+        build(origin, authority), log_level="critical", lifespan="on", timeout_graceful_shutdown=2
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
 import agent
+from agent.auth.endpoints import InsecureEndpoint, check_metadata, require_https
 from agent.auth.login import (
     NEEDS_LOGIN,
     CallbackListener,
@@ -69,6 +70,8 @@ class _AgentFlow:
         self.problem: str | None = None  # the last failure, phrased for the user
         self.waiting_on_person = False
         self.on_waiting: Callable[[bool], None] | None = None
+        self.step = ""  # the login step in flight, for a connect that takes long
+        self._holding_turn = False
         self._listener: CallbackListener | None = None
         self._authorization_url = ""
 
@@ -86,10 +89,32 @@ class _AgentFlow:
 
     async def _perform_authorization(self) -> httpx2.Request:
         """Configured scopes are asked for on top of the ones the server names."""
+        check_metadata(self.context.oauth_metadata)  # before the URL is shown or opened
         if self.oauth.scope:
             chosen = self.context.client_metadata.scope
             self.context.client_metadata.scope = union_scopes(self.oauth.scope, chosen)
         return await super()._perform_authorization()  # type: ignore[misc]
+
+    async def _refresh_token(self) -> httpx2.Request:
+        """Refresh under the store's lock, with the freshest refresh token: another run may
+        have used ours meanwhile, and a server that rotates them takes each one once."""
+        await self.storage.lock()
+        stored = await self.storage.get_tokens()
+        current = self.context.current_tokens
+        if (
+            stored is not None
+            and stored.refresh_token
+            and (current is None or stored.refresh_token != current.refresh_token)
+        ):
+            self.context.current_tokens = stored
+            self.context.token_expiry_time = self.storage.expires_at()
+        return await super()._refresh_token()  # type: ignore[misc]
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        try:
+            return await super()._handle_refresh_response(response)  # type: ignore[misc]
+        finally:
+            self.storage.unlock()  # the new tokens are stored (or the refresh failed)
 
     # -- the flow, watched
 
@@ -103,6 +128,11 @@ class _AgentFlow:
             outgoing = await flow.__anext__()
             while True:
                 step = _step_of(outgoing, request, self.context)
+                self.step = "" if outgoing is request else step
+                if outgoing is not request:  # to the login server: https only
+                    check_metadata(self.context.oauth_metadata)
+                    if step != _PROTECTED_RESOURCE:  # the MCP server's own address
+                        require_https(str(outgoing.url), step)
                 response = yield outgoing
                 if (
                     outgoing is request
@@ -135,6 +165,8 @@ class _AgentFlow:
             self.problem = _phrase(exc, step, answer)
             raise
         finally:
+            self.step = ""
+            self.storage.unlock()  # a refresh whose answer never came
             await flow.aclose()
             await self._after_person()
 
@@ -151,24 +183,26 @@ class _AgentFlow:
             raise LoginRequired(
                 f"{NEEDS_LOGIN}: run `run_mcp.py --login {self.server_name}` at a terminal"
             )
-        await self.host.turn.acquire()
+        # Another server's login may hold the turn: a person is busy with it, so the
+        # connect clock waits too. Once it is ours the clock runs again until our own
+        # login is shown (`_redirect`): discovery and registration need no person.
         self._set_waiting(True)
         try:
-            await self._listen()
-        except BaseException:
+            await self.host.turn.acquire()
+        finally:
             self._set_waiting(False)
-            self.host.turn.release()
-            raise
+        self._holding_turn = True
+        await self._listen()  # on failure `_after_person` gives the turn back
 
     async def _after_person(self) -> None:
-        if not self.waiting_on_person:
-            return
         self._set_waiting(False)
         if self._listener is not None:
             with anyio.CancelScope(shield=True):
                 await self._listener.aclose()
             self._listener = None
-        self.host.turn.release()
+        if self._holding_turn:
+            self._holding_turn = False
+            self.host.turn.release()
 
     def _set_waiting(self, waiting: bool) -> None:
         self.waiting_on_person = waiting
@@ -197,6 +231,7 @@ class _AgentFlow:
         (a console browser command runs until our callback has answered it)."""
         self.host.notify(f"Log in to '{self.server_name}' in your browser: {url}")
         self._authorization_url = url
+        self._set_waiting(True)  # a person is involved from here on
 
     async def _open(self, url: str) -> None:
         if self.host.browser is not None:
@@ -214,6 +249,7 @@ class _AgentFlow:
                 tg.start_soon(self._open, url)
             result = await listener.wait(self.host.timeout, self.host.paste)
             tg.cancel_scope.cancel()
+        self._set_waiting(False)  # the token exchange is the login server's alone again
         return result
 
 
@@ -305,12 +341,15 @@ def _registered_port(client: OAuthClientInformationFull | None) -> int:
     return port or 0
 
 
+_PROTECTED_RESOURCE = "metadata discovery (protected resource)"
+
+
 def _step_of(outgoing: httpx2.Request, original: httpx2.Request, context: Any) -> str:
     if outgoing is original:
         return "request"
     path = outgoing.url.path
     if "/.well-known/oauth-protected-resource" in path:
-        return "metadata discovery (protected resource)"
+        return _PROTECTED_RESOURCE
     if "/.well-known/" in path:
         return "metadata discovery (authorization server)"
     metadata = context.oauth_metadata
@@ -321,6 +360,8 @@ def _step_of(outgoing: httpx2.Request, original: httpx2.Request, context: Any) -
 
 
 def _phrase(exc: Exception, step: str, answer: str) -> str:
+    if isinstance(exc, InsecureEndpoint):
+        return f"login refused at {exc.step}: {exc}"
     if isinstance(exc, LoginFailed):
         step = "authorization"
     elif isinstance(exc, OAuthRegistrationError):
@@ -334,7 +375,8 @@ def _phrase(exc: Exception, step: str, answer: str) -> str:
     elif isinstance(exc, httpx2.HTTPError):
         return f"login failed at {step}: {type(exc).__name__}: {exc}"
     text = str(exc).strip() or type(exc).__name__
-    if answer and answer not in text:
+    said = answer.split(" ", 2)[2:]  # the body after "HTTP <status>", if any
+    if answer and not (said and said[0] in text):
         text = f"{text} (the server answered {answer})"
     return f"login failed at {step}: {text}"
 

@@ -12,6 +12,7 @@ and refresh it at the resource server's origin instead of the real token endpoin
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -22,10 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 from mcp.shared.auth_utils import resource_url_from_server_url
 
 FOLDER = "oauth"
+LOCK_WAIT = 60.0  # seconds a refresh waits for another run's refresh of the same tokens
+LOCK_POLL = 0.05
 
 
 def canonical_url(url: str) -> str:
@@ -55,6 +59,7 @@ class FileTokenStorage:
         self.server_url = canonical_url(server_url)
         self.path = token_file(state_dir, server_url)
         self.on_secret: list[Callable[[str], None]] = []  # told every new secret value
+        self._lock_fd: int | None = None
 
     # -- the SDK's protocol
 
@@ -121,6 +126,43 @@ class FileTokenStorage:
         except FileNotFoundError:
             return False
         return True
+
+    # -- one refresh at a time, across processes
+
+    async def lock(self) -> None:
+        """Hold the store's lock (flock on a file beside it) until `unlock`.
+
+        A server that rotates refresh tokens takes each one once: two runs refreshing with
+        the same token would leave one of them without a login. Under the lock a run
+        re-reads the store first, so it refreshes with the token the other run stored.
+        A run that dies releases the lock with its file descriptor; after `LOCK_WAIT` the
+        refresh goes ahead unlocked rather than not at all.
+        """
+        if self._lock_fd is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            with anyio.move_on_after(LOCK_WAIT):
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        await anyio.sleep(LOCK_POLL)
+                        continue
+                    self._lock_fd = fd
+                    return
+        except BaseException:  # cancelled while waiting
+            os.close(fd)
+            raise
+        os.close(fd)
+
+    def unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     # -- the file
 

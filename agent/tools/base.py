@@ -85,9 +85,10 @@ class ToolSpec:
 class ConnectProblem(Exception):
     """A connect failure whose message is already phrased for the user."""
 
-    def __init__(self, message: str, *, login_needed: bool = False) -> None:
+    def __init__(self, message: str, *, login_needed: bool = False, says_all: bool = False) -> None:
         super().__init__(message)
         self.login_needed = login_needed  # only a person can fix it: no log tail, own error
+        self.says_all = says_all or login_needed  # the message is the whole story: no log tail
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -188,6 +189,7 @@ class ToolServer(ABC):
         self._down_at: float | None = None
         self.down_retry_after = DOWN_RETRY_AFTER
         self.waiting_on_person = False  # a login is open in a browser
+        self._person_changed = anyio.Event()  # set when waiting_on_person changes
 
     @abstractmethod
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
@@ -222,6 +224,10 @@ class ToolServer(ABC):
             self._set_error(cause)
             self.status.state = "failed"
             raise LoginNeededError(self.name, cause)
+        if cause is not None and _says_all(self._gen.error):
+            self._set_error(cause)
+            self.status.state = "failed"
+            raise ToolServerError(self.name, "connect", self.status.error or cause)
         if cause is not None:
             self.status.stderr_tail = [self.redact(line) for line in self.stderr_tail()]
             tail = " | ".join(self.status.stderr_tail)
@@ -238,20 +244,49 @@ class ToolServer(ABC):
         if self.status.state not in ("reconnecting",):
             self.status.state = "connecting"
         self._tg.start_soon(self._own, gen, name=f"tool-server:{self.name}#{gen.number}")
-        while True:
-            with anyio.move_on_after(self.connect_timeout):
-                await _first_of(gen.ready.wait, gen.done.wait)
-            if gen.ready.is_set() or gen.done.is_set() or not self.waiting_on_person:
-                break  # a person logging in stops the clock; the login has its own limit
+        await self._wait_for_handshake(gen)
         if gen.ready.is_set() and not gen.done.is_set() and not gen.lost:
             return None
         if gen.lost:
             await self._stop(gen, grace=1)
             return "it stopped right after connecting"
         if not gen.done.is_set():
+            pending = self.pending_step()  # read before stopping: stopping clears it
             await self._stop(gen, grace=0)
-            return f"no answer within {self.connect_timeout:g} s"
+            during = f" ({pending})" if pending else ""
+            return f"no answer within {self.connect_timeout:g} s{during}"
         return describe_exception(gen.error) if gen.error else "closed during connect"
+
+    async def _wait_for_handshake(self, gen: _Generation) -> None:
+        """Wait up to the connect timeout, stopped only while a person is involved.
+
+        The clock runs through everything a server or login server does by itself
+        (metadata, registration, token exchange: a reply trickling in byte by byte must not
+        hold a start-up forever); it stops while a login is shown to a person (the login
+        has its own limit) and starts afresh once they are done.
+        """
+        deadline = time.monotonic() + self.connect_timeout
+        while not (gen.ready.is_set() or gen.done.is_set()):
+            changed = self._person_changed
+            if self.waiting_on_person:
+                await _first_of(gen.ready.wait, gen.done.wait, changed.wait)
+                deadline = time.monotonic() + self.connect_timeout
+                continue
+            with anyio.move_on_after(deadline - time.monotonic()):
+                await _first_of(gen.ready.wait, gen.done.wait, changed.wait)
+            if time.monotonic() >= deadline and not self.waiting_on_person:
+                return
+
+    def set_waiting_on_person(self, waiting: bool) -> None:
+        """A login starts or stops showing itself to a person (see `_wait_for_handshake`)."""
+        if waiting != self.waiting_on_person:
+            self.waiting_on_person = waiting
+            self._person_changed.set()
+            self._person_changed = anyio.Event()
+
+    def pending_step(self) -> str:
+        """What a connect that is taking long is doing, in words ("" if nothing to say)."""
+        return ""
 
     async def _own(self, gen: _Generation) -> None:
         """Enter and exit every context of one connection, in this one task."""
@@ -428,10 +463,20 @@ class ToolServer(ABC):
         self.status.error = self.redact(text)
 
 
-def _login_needed(exc: BaseException | None) -> bool:
+def _connect_problem(exc: BaseException | None) -> ConnectProblem | None:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return isinstance(exc, ConnectProblem) and exc.login_needed
+    return exc if isinstance(exc, ConnectProblem) else None
+
+
+def _login_needed(exc: BaseException | None) -> bool:
+    problem = _connect_problem(exc)
+    return problem is not None and problem.login_needed
+
+
+def _says_all(exc: BaseException | None) -> bool:
+    problem = _connect_problem(exc)
+    return problem is not None and problem.says_all
 
 
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:

@@ -194,7 +194,11 @@ class MCPServerConnection(ToolServer):
         self.redact = Redactor.of((*self.redact.values, value))
 
     def _on_waiting(self, waiting: bool) -> None:
-        self.waiting_on_person = waiting
+        self.set_waiting_on_person(waiting)
+
+    def pending_step(self) -> str:
+        step = self.auth.step if self.auth is not None else ""
+        return f"login step: {step}" if step else ""
 
     async def _handshake(self, stack: contextlib.AsyncExitStack) -> Client:
         """Open the transport and shake hands in the configured era, or decide it.
@@ -230,7 +234,9 @@ class MCPServerConnection(ToolServer):
             except Exception as exc:
                 if self.auth is not None and self.auth.problem:
                     needed = self.auth.problem.startswith(NEEDS_LOGIN)
-                    raise ConnectProblem(self.auth.problem, login_needed=needed) from exc
+                    raise ConnectProblem(
+                        self.auth.problem, login_needed=needed, says_all=True
+                    ) from exc
                 http_error = self._http_error  # the SDK drops the status; we kept it
                 cause = http_error or describe_exception(exc)
                 tried.append(f"{_ERA_NAMES.get(mode, mode)}: {cause}")
