@@ -7,10 +7,12 @@ a script it serves stdio; `app()` gives the streamable HTTP app for `tests.asgi_
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mcp import MCPError
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -35,6 +37,12 @@ def build() -> MCPServer:
     def greet(name: str) -> str:
         """Say hello."""
         return f"hello {name}"
+
+    @server.tool()
+    def client_extensions(ctx: Context) -> str:
+        """The extensions the calling client declared in this request, sorted, as JSON."""
+        declared = ctx.client_capabilities.extensions if ctx.client_capabilities else None
+        return json.dumps(sorted(declared or {}))
 
     @server.resource("notes://today", mime_type="text/plain")
     def today() -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from agent.tools.extensions import declared_names
 from tests import modern_server
 from tests.asgi_thread import serve
 from tests.cli import run_cli
@@ -104,3 +105,15 @@ def test_a_forced_legacy_mode_says_which_era_was_refused(
     assert "legacy handshake (initialize)" in proc.stderr
     assert "Unsupported protocol version" in proc.stderr
     assert llm.requests == []
+
+
+def test_a_modern_server_sees_exactly_the_declared_extensions(tmp_path: Path) -> None:
+    """What a 2026-07-28 server reads in the request's `_meta` is the agent's one list."""
+    args = _write_config(tmp_path, _modern_entry("stdio", None, ""))
+    script = [tool_calls(("modern__client_extensions", {})), text("listed")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli([*args, "-p", "which?", "--yes"], tmp_path, base_url=llm.base_url)
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    (answer,) = _tool_texts(llm.requests[1]["messages"])
+    assert json.dumps(declared_names()) in answer

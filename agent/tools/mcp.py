@@ -54,6 +54,7 @@ from agent.tools.base import (
     ToolSpec,
     describe_exception,
 )
+from agent.tools.extensions import declared_extensions
 from agent.tools.mcp_http import (
     _ERA_NAMES,
     _HTTP_HINTS,
@@ -222,6 +223,7 @@ class MCPServerConnection(ToolServer):
                 sampling_capabilities=self._callbacks.sampling_capabilities,
                 elicitation_callback=self._callbacks.elicitation,
                 list_roots_callback=self._callbacks.list_roots,
+                extensions=declared_extensions(),
             )
             self._http_error = None
             if self.auth is not None:
