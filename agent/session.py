@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import json
 import os
 import platform
@@ -141,6 +142,8 @@ async def connected(
         prestarts=prestarts,
         login=login,
     ) as registry:
+        if not settings.ui.quiet:
+            registry.start_listener = functools.partial(_say_slow_start, stderr)
         with _connecting(stderr, settings):
             async with anyio.create_task_group() as tg:
                 # The model client's imports (~0.35 s) load in a thread while servers start.
@@ -153,6 +156,10 @@ async def connected(
         for warning in registry.warnings:
             stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
         yield registry
+
+
+def _say_slow_start(stderr: Console, message: str) -> None:
+    stderr.print(message, markup=False, highlight=False, style="dim")
 
 
 def unavailable(registry: ToolRegistry) -> str | None:

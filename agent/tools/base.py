@@ -24,6 +24,8 @@ from anyio.abc import TaskGroup
 from agent.config import ServerConfig
 from agent.errors import LoginNeededError, ToolServerError
 from agent.redact import PATTERNS_ONLY, Redactor
+from agent.tools.launchers import SLOW_START_NOTICE, slow_start_message, timeout_hint
+from agent.tools.launchers import connect_timeout as launcher_aware_timeout
 from agent.tools.uimeta import tool_ui
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -172,7 +174,10 @@ class ToolServer(ABC):
     ) -> None:
         self.config = config
         self.name = config.name
-        self.connect_timeout = config.timeout or connect_timeout
+        self.connect_timeout = launcher_aware_timeout(config, connect_timeout)
+        self._slow_after = min(SLOW_START_NOTICE, connect_timeout, self.connect_timeout)
+        # Told "still starting" messages (a launcher downloading its package), if anyone listens.
+        self.on_slow_start: Callable[[str], None] | None = None
         self.redact = redactor
         self.status = ServerStatus(name=config.name, transport=config.type)
         self.instructions: str | None = None
@@ -244,7 +249,8 @@ class ToolServer(ABC):
         if self.status.state not in ("reconnecting",):
             self.status.state = "connecting"
         self._tg.start_soon(self._own, gen, name=f"tool-server:{self.name}#{gen.number}")
-        await self._wait_for_handshake(gen)
+        waited = await self._tell_if_slow(gen)
+        await self._wait_for_handshake(gen, waited)
         if gen.ready.is_set() and not gen.done.is_set() and not gen.lost:
             return None
         if gen.lost:
@@ -253,19 +259,20 @@ class ToolServer(ABC):
         if not gen.done.is_set():
             pending = self.pending_step()  # read before stopping: stopping clears it
             await self._stop(gen, grace=0)
-            during = f" ({pending})" if pending else ""
-            return f"no answer within {self.connect_timeout:g} s{during}"
+            hint = pending or timeout_hint(self.config)
+            return f"no answer within {self.connect_timeout:g} s ({hint})"
         return describe_exception(gen.error) if gen.error else "closed during connect"
 
-    async def _wait_for_handshake(self, gen: _Generation) -> None:
+    async def _wait_for_handshake(self, gen: _Generation, waited: float = 0.0) -> None:
         """Wait up to the connect timeout, stopped only while a person is involved.
 
         The clock runs through everything a server or login server does by itself
         (metadata, registration, token exchange: a reply trickling in byte by byte must not
         hold a start-up forever); it stops while a login is shown to a person (the login
-        has its own limit) and starts afresh once they are done.
+        has its own limit) and starts afresh once they are done. `waited`: seconds of the
+        limit already spent.
         """
-        deadline = time.monotonic() + self.connect_timeout
+        deadline = time.monotonic() + self.connect_timeout - waited
         while not (gen.ready.is_set() or gen.done.is_set()):
             changed = self._person_changed
             if self.waiting_on_person:
@@ -287,6 +294,20 @@ class ToolServer(ABC):
     def pending_step(self) -> str:
         """What a connect that is taking long is doing, in words ("" if nothing to say)."""
         return ""
+
+    async def _tell_if_slow(self, gen: _Generation) -> float:
+        """Wait a little; if a launcher's server has not answered yet, say why we wait.
+
+        Returns the seconds waited here (they count towards the connect limit)."""
+        after = self._slow_after
+        message = slow_start_message(self.config, after, self.connect_timeout)
+        if message is None or self.on_slow_start is None or after >= self.connect_timeout:
+            return 0.0
+        with anyio.move_on_after(after):
+            await _first_of(gen.ready.wait, gen.done.wait)
+        if not (gen.ready.is_set() or gen.done.is_set()):
+            self.on_slow_start(message)
+        return after
 
     async def _own(self, gen: _Generation) -> None:
         """Enter and exit every context of one connection, in this one task."""

@@ -227,10 +227,13 @@ class ToolRegistry:
             if isinstance(server, MCPServerConnection) and prestarts is not None:
                 server.prestarted = prestarts.take(server.config)
             server.on_reconnected = functools.partial(self._schedule_refresh, name)
+            server.on_slow_start = self._slow_start
             if isinstance(server, MCPServerConnection):
                 server.on_log = functools.partial(self._server_log, name)
         # MCP log messages (server, line), for a front end that shows them (-v).
         self.log_listener: Callable[[str, str], None] | None = None
+        # Told why a server is slow to start (a launcher downloading it), as it happens.
+        self.start_listener: Callable[[str], None] | None = None
         # Told (server, uri) when a server says a resource it publishes was updated.
         self.update_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         # Told (server, kind) after a server's prompts or resources changed (the catalog).
@@ -317,6 +320,10 @@ class ToolRegistry:
                 f"server '{server.name}': include_tools/exclude_tools name tools it does not "
                 f"have: {', '.join(unknown)} (it has: {listed})"
             )
+
+    def _slow_start(self, message: str) -> None:
+        if self.start_listener is not None:
+            self.start_listener(message)
 
     def _server_log(self, server_name: str, line: str) -> None:
         if self.log_listener is not None:
