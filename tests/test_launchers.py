@@ -21,13 +21,25 @@ ENV_SERVER = REPO_ROOT / "tests" / "env_server.py"
 
 
 def fake_launcher(tmp_path: Path, body: str) -> Path:
-    """An executable named `uvx` that runs `body` (a shell line)."""
+    """An executable named `uvx`: a Python script with `body` as its code."""
     folder = tmp_path / "bin"
     folder.mkdir()
     launcher = folder / "uvx"
-    launcher.write_text(f"#!/bin/sh\n{body}\n")
+    launcher.write_text(f"#!{sys.executable}\n{body}\n")
     launcher.chmod(0o755)
     return launcher
+
+
+# A first download: it starts when the client first writes (the agent starts servers
+# before its own imports, so a download timed from the spawn could be over before the
+# connect starts), takes 2.5 s, then the real server runs on the same stdin.
+DOWNLOAD_THEN_SERVE = f"""
+import runpy, select, sys, time
+select.select([0], [], [])
+time.sleep(2.5)
+sys.argv = [{str(ENV_SERVER)!r}]
+runpy.run_path({str(ENV_SERVER)!r}, run_name="__main__")
+"""
 
 
 def write_config(tmp_path: Path, server: dict[str, object]) -> list[str]:
@@ -39,7 +51,7 @@ def write_config(tmp_path: Path, server: dict[str, object]) -> list[str]:
 def test_a_launcher_that_downloads_longer_than_connect_timeout_still_connects_and_says_why(
     tmp_path: Path,
 ) -> None:
-    uvx = fake_launcher(tmp_path, f"sleep 2.5; exec {sys.executable} {ENV_SERVER}")
+    uvx = fake_launcher(tmp_path, DOWNLOAD_THEN_SERVE)
     flags = write_config(tmp_path, {"command": str(uvx), "args": ["some-server"]})
     with ScriptedLLM(tool_calls(("pkg__environment", {})), text("started")) as llm:
         proc = run_cli([*flags, "-p", "go"], tmp_path, base_url=llm.base_url)
@@ -52,7 +64,7 @@ def test_a_launcher_that_downloads_longer_than_connect_timeout_still_connects_an
 
 @pytest.mark.slow  # ~10 s: stopping a server that never answered takes the SDK's grace
 def test_a_launcher_that_runs_out_of_time_names_the_timeout_key(tmp_path: Path) -> None:
-    uvx = fake_launcher(tmp_path, "exec sleep 60")
+    uvx = fake_launcher(tmp_path, "import time; time.sleep(60)")
     flags = write_config(tmp_path, {"command": str(uvx), "args": ["x"], "timeout": 1.5})
     proc = run_cli([*flags, "-p", "go", "--output", "json"], tmp_path, base_url=None)
     assert proc.returncode == 1, proc.stderr
