@@ -10,11 +10,13 @@ server skill refused.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from agent.config import Settings
 from agent.skill_files import find_local_skills, split_front_matter
+from tests import skills_server
 from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, text, tool_calls
 
@@ -154,4 +156,52 @@ def test_find_tools_finds_skills_when_tool_search_is_on(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     found = tool_messages(llm.requests[1])[0]
     assert "- skill pdf: Split and merge PDF files (second line) (load it with load_skill)" in found
+    llm.assert_complete()
+
+
+# -- skills over MCP (io.modelcontextprotocol/skills) ------------------------------------
+
+
+def skills_server_args(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    config = tmp_path / "mcp.json"
+    log = tmp_path / "skills-server.log"
+    entry: dict[str, Any] = {
+        "command": sys.executable,
+        "args": [skills_server.__file__],
+        "mode": "2026-07-28",  # the extension is defined on the 2026-07-28 protocol
+        "env": {"SKILLS_SERVER_LOG": str(log)},
+    }
+    config.write_text(json.dumps({"mcpServers": {"docs": entry}}))
+    return ["--mcp-config", str(config)], {"log": str(log)}
+
+
+def test_server_skills_are_indexed_loaded_on_demand_and_digest_checked(tmp_path: Path) -> None:
+    args, paths = skills_server_args(tmp_path)
+    script = [
+        tool_calls(("load_skill", {"name": "docs:release-notes"})),
+        tool_calls(
+            ("load_skill", {"name": "docs:release-notes", "file": "templates/notes.md"}),
+            ("load_skill", {"name": "docs:tampered"}),
+        ),
+        text("notes written"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli([*args, "-p", "write the notes"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    first, second, third = llm.requests
+    index = load_skill_description(first)
+    assert "- docs:release-notes: Write release notes from a list of merged changes" in index
+    assert "(from MCP server 'docs')" in index
+    assert skills_server.RELEASE_BODY not in json.dumps(first)
+    loaded = tool_messages(second)[0]
+    assert skills_server.RELEASE_BODY in loaded
+    assert "skill 'docs:release-notes' from MCP server 'docs'" in loaded
+    template, tampered = tool_messages(third)[-2:]
+    assert "NOTES-TEMPLATE" in template
+    assert tampered.startswith("Error: skill 'docs:tampered' refused")
+    assert "does not match the digest" in tampered
+    assert "TAMPERED-BODY" not in json.dumps(llm.requests)
+    served = Path(paths["log"]).read_text().splitlines()
+    assert served[0] == "skills/list"  # the listing at start fetched no file
+    assert "skills/get skill://tampered/SKILL.md" in served  # refreshed once, then refused
     llm.assert_complete()
