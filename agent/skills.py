@@ -42,13 +42,13 @@ from agent.skill_files import (
     split_front_matter,
 )
 from agent.tools.base import ServerStopped
+from agent.tools.extensions import SKILLS as EXTENSION
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import Observation, error_observation
 from agent.tools.search import terms
 
 LOAD_SKILL = "load_skill"
-EXTENSION = "io.modelcontextprotocol/skills"
 INDEX_LIMIT = 40  # skills named in load_skill's description; the rest are found by search
 MAX_FILES = 512  # the extension's per-skill limits
 MAX_TOTAL_BYTES = 16 * 1024 * 1024

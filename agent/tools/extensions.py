@@ -12,12 +12,14 @@ for one that only needs declaring, or a subclass when it claims a result shape (
 
 from __future__ import annotations
 
-from mcp.client.extension import ClientExtension
+from mcp.client.extension import ClientExtension, advertise
+
+SKILLS = "io.modelcontextprotocol/skills"  # agent.skills: skills/list, skills/get, digests
 
 
 def declared_extensions() -> list[ClientExtension]:
     """A fresh list for each connection (the SDK folds it into that client)."""
-    return []
+    return [advertise(SKILLS)]
 
 
 def declared_names() -> list[str]:
