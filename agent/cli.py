@@ -21,6 +21,7 @@ from agent.errors import AgentError, ConfigError
 from agent.private import make_non_dumpable
 from agent.redact import PATTERNS_ONLY
 from agent.tools.prestart import prestart
+from agent.trust_cli import settle, trust_app
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
@@ -101,6 +102,7 @@ def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
         cli_server=server,
         environ=environ,
         flags=flags,
+        trust_workspace=opts["trust_workspace"],
     )
 
 
@@ -215,12 +217,26 @@ def run(
             metavar="NAME",
         ),
     ] = None,
+    trust_workspace: Annotated[
+        bool,
+        typer.Option(
+            "--trust-workspace",
+            help="Use this folder's own config/ files for this run (see 'run_mcp.py trust').",
+        ),
+    ] = False,
 ) -> None:
     """Run the agent: a REPL, or one request with --prompt."""
     if output not in ("text", "json"):
         raise ConfigError(f"--output {output!r}: use text or json")
     opts = dict(locals())
     settings = resolve_settings(opts, dict(os.environ))
+    # Before any server starts: the REPL asks about a folder with its own files.
+    settings = settle(
+        settings,
+        os.environ,
+        ask=login is None and prompt is None and sys.stdin.isatty(),
+        trusted=lambda: resolve_settings({**opts, "trust_workspace": True}, dict(os.environ)),
+    )
     if login is not None:
         from agent.login import run_login
 
@@ -273,7 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # standalone_mode=False: click returns the code of a raised Exit instead of exiting.
         args = _resume_default(list(argv if argv is not None else sys.argv[1:]))
-        code = app(args=args, standalone_mode=False)
+        if args[:1] == ["trust"]:  # `run_mcp.py trust [PATH]`: agent/trust_cli.py
+            code = trust_app(args=args[1:], prog_name="run_mcp.py trust", standalone_mode=False)
+        else:
+            code = app(args=args, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except AgentError as exc:

@@ -26,6 +26,7 @@ from pydantic import (
 from agent.config_files import default_files, find_mcp_config
 from agent.errors import ConfigError
 from agent.redact import PATTERNS_ONLY, Redactor, header_secrets, is_secret_name
+from agent.trust import decide as decide_trust
 
 Transport = Literal["stdio", "sse", "http", "openapi"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -225,6 +226,7 @@ class Settings(_Frozen):
     # hooks, skills) may be used: it is the agent's own folder, or the user trusted it.
     # Anything read from the working directory checks this first (see agent/trust.py).
     workspace_trusted: bool = False
+    untrusted_files: tuple[str, ...] = ()  # its own files left unread: it is not trusted
     config_files: tuple[str, ...] = ()  # the files these settings were read from
 
     def trusts(self, server: str, tool: str) -> bool:
@@ -444,7 +446,7 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read settings ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    unknown = set(doc) - {"llm", "agent", "ui"}
+    unknown = set(doc) - {"llm", "agent", "ui", "trust"}  # [trust]: see agent/trust.py
     if unknown:
         raise ConfigError(
             f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui])"
@@ -495,6 +497,8 @@ def _resolve_sections(
         overrides.setdefault(name, {}).update({k: v for k, v in values.items() if v is not None})
     sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}}
     for name, values in (load_toml(path) if path is not None else {}).items():
+        if name == "trust":  # read by agent/trust.py, from the user-level file only
+            continue
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
         kept = {k: v for k, v in values.items() if k not in overrides.get(name, {})}
@@ -512,13 +516,20 @@ def build_settings(
     environ: Mapping[str, str],
     flags: Mapping[str, Mapping[str, Any]] | None = None,
     workspace: Path | None = None,
+    trust_workspace: bool = False,
 ) -> Settings:
     """The one place settings are resolved: defaults < file < environment < flags.
 
     `flags` holds per-section overrides from the command line ({"llm": {"model": ...}}).
-    Explicit paths must exist; the default paths are used only when present.
+    Explicit paths must exist; the default paths are used only when present, and the
+    working directory's own (`config/`) only when it is trusted (agent/trust.py;
+    `trust_workspace` is --trust-workspace).
     """
-    default_toml, default_mcp = default_files(environ, DEFAULT_CONFIG.parent)
+    root = (workspace or Path.cwd()).resolve()
+    state_dir = default_state_dir(environ)
+    trust = decide_trust(root, environ, state_dir, flag=trust_workspace, own_root=REPO_ROOT)
+    project = DEFAULT_CONFIG.parent if root == Path.cwd().resolve() else root / "config"
+    default_toml, default_mcp = default_files(environ, project if trust.trusted else None)
     path = config_path or default_toml
     sections = _resolve_sections(path, environ, flags or {})
     where = str(path) if path else "settings"
@@ -542,7 +553,6 @@ def build_settings(
                 "command line"
             )
         servers.append(cli_server)
-    root = (workspace or Path.cwd()).resolve()
     enabled = [_with_roots(s, agent.roots, root) for s in servers if s.enabled]
     if not enabled:  # no server at all (or all switched off): the bundled one
         enabled.append(bundled_server(root))
@@ -551,10 +561,20 @@ def build_settings(
         agent=agent,
         ui=ui,
         servers=tuple(enabled),
-        state_dir=default_state_dir(environ),
+        state_dir=state_dir,
         workspace=root,
+        workspace_trusted=trust.trusted,
+        untrusted_files=()
+        if trust.trusted
+        else _unread(trust.files, root, [config_path, mcp_config_path]),
         config_files=tuple(str(p) for p in ([path] if path else []) + mcp_paths),
     )
+
+
+def _unread(files: tuple[str, ...], root: Path, named: list[Path | None]) -> tuple[str, ...]:
+    """The folder's own files left unread: those not named on the command line."""
+    chosen = {p.resolve() for p in named if p is not None}
+    return tuple(f for f in files if (root / f).resolve() not in chosen)
 
 
 def _with_roots(server: ServerConfig, default: tuple[str, ...], base: Path) -> ServerConfig:

@@ -75,18 +75,22 @@ def find_mcp_config(value: Path, environ: Mapping[str, str]) -> Path:
     raise ConfigError(f"--mcp-config {value}: no {name} config found (looked in {looked})")
 
 
-def default_files(environ: Mapping[str, str], project: Path) -> tuple[Path | None, list[Path]]:
+def default_files(
+    environ: Mapping[str, str], project: Path | None
+) -> tuple[Path | None, list[Path]]:
     """The settings file and the mcpServers files read when none is named.
 
     Settings: `./config/config.toml`, else the user's `config.toml` (one file: a project
     that has its own settings means them). Servers: the user's `mcp.json` and then
     `./config/mcp.json`, both (the project's entry wins for a name in both): servers a user
-    keeps for every project stay available in each.
+    keeps for every project stay available in each. `project` is None while the working
+    directory is not trusted: then only the user's own files.
     """
     user = user_config_dir(environ)
-    tomls = [project / "config.toml", *([user / "config.toml"] if user else [])]
+    own = [project] if project is not None else []
+    tomls = [*(p / "config.toml" for p in own), *([user / "config.toml"] if user else [])]
     toml = next((p for p in tomls if p.is_file()), None)
-    servers = [*([user / "mcp.json"] if user else []), project / "mcp.json"]
+    servers = [*([user / "mcp.json"] if user else []), *(p / "mcp.json" for p in own)]
     return toml, [p for p in servers if p.is_file()]
 
 

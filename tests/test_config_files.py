@@ -22,9 +22,15 @@ def write(path: Path, doc: object) -> Path:
 
 
 def settings(tmp_path: Path, mcp: Path | None = None):  # noqa: ANN201 - Settings
+    """Settings read in tmp_path, a folder the user trusts (its config/ counts)."""
     env = {"HOME": str(tmp_path / "home")}
     return build_settings(
-        config_path=None, mcp_config_path=mcp, cli_server=None, environ=env, workspace=tmp_path
+        config_path=None,
+        mcp_config_path=mcp,
+        cli_server=None,
+        environ=env,
+        workspace=tmp_path,
+        trust_workspace=True,
     )
 
 

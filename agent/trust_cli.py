@@ -1,0 +1,89 @@
+"""`run_mcp.py trust [PATH]`, and settling a run's trust before its servers start.
+
+Kept apart from agent/cli.py: main() hands it any command line that starts with `trust`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agent.config import Settings, default_state_dir
+from agent.errors import ConfigError
+from agent.trust import STORE_NAME, decide, describe, hint, load_store, real, remember
+
+trust_app = typer.Typer(
+    add_completion=False,
+    rich_markup_mode=None,
+    help="Trust a folder: the agent then uses its own config/ files when run there.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@trust_app.command()
+def trust(
+    path: Annotated[Path, typer.Argument(help="The folder (default: this one).")] = Path("."),
+    never: Annotated[
+        bool, typer.Option("--never", help="Never use its files, and stop asking.")
+    ] = False,
+    forget: Annotated[
+        bool, typer.Option("--forget", help="Forget the answer kept for it (ask again).")
+    ] = False,
+    show: Annotated[bool, typer.Option("--list", help="List the remembered folders.")] = False,
+) -> None:
+    """Remember an answer for PATH in the user's state (by its real path)."""
+    environ = dict(os.environ)
+    state_dir = default_state_dir(environ)
+    if show:
+        for folder, answer in load_store(state_dir).items():
+            print(f"{answer}\t{folder}")
+        return
+    if not real(path).is_dir():
+        raise ConfigError(f"trust {path}: not a folder")
+    answer = None if forget else "never" if never else "trust"
+    store = remember(state_dir, path, answer)
+    done = {"trust": "trusted", "never": "never trusted", None: "forgot"}[answer]
+    print(f"{done} {real(path)} (kept in {store})")
+    if answer == "trust":
+        for line in describe(decide(path, environ, state_dir), environ):
+            print(f"  {line}")
+
+
+def settle(
+    settings: Settings,
+    environ: Mapping[str, str],
+    *,
+    ask: bool,
+    trusted: Callable[[], Settings],
+) -> Settings:
+    """The run's settings once the folder's trust is settled (before any server starts).
+
+    An untrusted folder with files of its own: the REPL asks (unless the answer was
+    "never"); any other run says in one stderr line what was ignored and how to trust.
+    `trusted` builds the settings again with the folder trusted.
+    """
+    if settings.workspace_trusted or not settings.untrusted_files:
+        return settings
+    found = decide(settings.workspace, environ, settings.state_dir)
+    if not ask or found.never:
+        print(hint(found), file=sys.stderr)
+        return settings
+    from prompt_toolkit import PromptSession
+
+    from agent.ui.safe import SafeConsole
+    from agent.ui.trust_question import ask_trust
+
+    reply = ask_trust(found, describe(found, environ), SafeConsole(stderr=True), PromptSession())
+    if reply == "not now":
+        return settings
+    try:
+        remember(settings.state_dir, found.folder, reply)
+    except OSError as exc:
+        where = settings.state_dir / STORE_NAME
+        print(f"warning: cannot remember it in {where}: {exc.strerror}", file=sys.stderr)
+    return trusted() if reply == "trust" else settings
