@@ -9,7 +9,7 @@ server's approval.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agent.tools.base import ToolSpec
@@ -25,6 +25,7 @@ class ApprovalRequest:
     public_name: str
     arguments: dict[str, Any]
     spec: ToolSpec
+    reason: str = ""  # why the user is asked, when a hook (not the settings) asks
 
 
 AskFn = Callable[[ApprovalRequest], Awaitable[Decision]]
@@ -54,7 +55,17 @@ class ApprovalPolicy:
             return False
         return (spec.server, spec.name) not in self.always
 
-    async def check(self, request: ApprovalRequest) -> Verdict:
+    async def check(self, request: ApprovalRequest, hook_asks: str | None = None) -> Verdict:
+        """`hook_asks`: a PreToolUse hook wants the user asked (its reason), whatever the
+        settings would allow; what the settings refuse stays refused."""
+        if hook_asks is not None and (request.spec.read_only or self.mode != "read-only"):
+            if self.ask is None:
+                return Verdict(
+                    False,
+                    f"Not run: a hook wants the user to approve '{request.tool}' on server "
+                    f"'{request.server}' ({hook_asks}) and this run cannot ask.",
+                )
+            return self._answer(request, await self.ask(replace(request, reason=hook_asks)))
         if not self.needs_approval(request.spec):
             return Verdict(True)
         if self.mode == "read-only" or self.ask is None:
@@ -68,7 +79,9 @@ class ApprovalPolicy:
                 f"Not run: '{request.tool}' on server '{request.server}' may change things and "
                 f"{how}. Tell the user what you would have done instead.",
             )
-        decision = await self.ask(request)
+        return self._answer(request, await self.ask(request))
+
+    def _answer(self, request: ApprovalRequest, decision: Decision) -> Verdict:
         if decision == "always":
             self.always.add((request.server, request.tool))
         if decision in ("yes", "always"):

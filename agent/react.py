@@ -35,6 +35,7 @@ from agent.events import (
     ToolProgress,
     Usage,
 )
+from agent.hooks import NO_OUTCOME, HookOutcome, Hooks, ToolUse, with_context
 from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
 from agent.memory import Fitted, Memory, estimate_tokens
 from agent.textcalls import Mode as ToolCallMode
@@ -143,8 +144,11 @@ class Agent:
         tool_search: ToolSearch | None = None,
         vision: Vision = "auto",
         tool_calls: ToolCallMode = "auto",
+        hooks: Hooks | None = None,
     ) -> None:
         self.model = model
+        self.hooks = hooks  # the user's hooks (agent.hooks); None: none configured
+        self._stop_active = False  # a Stop hook sent the model back to work this run
         # auto: calls written as text to offered tools run; text: the endpoint takes no
         # `tools` (set, or learnt from its refusal), so they are described in the prompt.
         self.tool_calls_mode = tool_calls
@@ -190,9 +194,16 @@ class Agent:
 
     async def run(self, request: str) -> AsyncIterator[Event]:
         """Handle one user request; the last event is always RunFinished (unless cancelled)."""
-        self.memory.add_user(request)
-        self._run_usage, self._seen = Usage(), Counter()
+        self._run_usage, self._seen, self._stop_active = Usage(), Counter(), False
         yield RunStarted(request)
+        hooked = await self._fire("UserPromptSubmit", request)
+        for warning in hooked.warnings:
+            yield Notice(warning, "warning")
+        if hooked.block is not None:
+            reason = f"a UserPromptSubmit hook blocked the request: {hooked.block}"
+            yield RunFinished("error", None, 0, self._run_usage, reason)
+            return
+        self.memory.add_user(with_context(request, hooked.context))
         step = 0
         try:
             while step < self.max_steps:
@@ -237,7 +248,8 @@ class Agent:
             if reply.content.strip():
                 if reply.finish_reason == "length":
                     yield Notice(self._cut_short(reply), "warning")
-                yield FinalAnswer(reply.content)
+                async for item in self._finish(reply.content):
+                    yield item
                 return
             yield Notice("the model returned an empty reply; asking it to continue", "warning")
             self.memory.add_user("(Your last reply was empty. Answer the request, or call a tool.)")
@@ -249,8 +261,33 @@ class Agent:
         if terminate is not None:
             answer = terminate.arguments.get("answer") or reply.content or "Done."
             text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+            async for item in self._finish(text):
+                yield item
+            return
+        yield RunAgain()
+
+    async def _fire(self, event: str, text: str) -> HookOutcome:
+        """The user's hooks of a prompt or Stop event (nothing to run: no cost)."""
+        if self.hooks is None or not self.hooks.has(event):
+            return NO_OUTCOME
+        if event == "Stop":
+            return await self.hooks.stop(text, self._stop_active)
+        return await self.hooks.prompt(text)
+
+    async def _finish(self, text: str) -> AsyncIterator[Event | NextStep]:
+        """The answer, unless a Stop hook sends the model back to work with its reason (the
+        next run of the hook is told so, `stop_hook_active`, to avoid an endless loop)."""
+        hooked = await self._fire("Stop", text)
+        for warning in hooked.warnings:
+            yield Notice(warning, "warning")
+        if hooked.block is None:
             yield FinalAnswer(text)
             return
+        self._stop_active = True
+        yield Notice(f"a Stop hook asked the model to go on: {hooked.block}", "info")
+        self.memory.add_user(
+            f"[A Stop hook of the user's did not let you stop yet]\n{hooked.block}"
+        )
         yield RunAgain()
 
     async def _think(self) -> AsyncIterator[Event | Reply]:
@@ -452,10 +489,19 @@ class Agent:
         return calls
 
     async def _act(self, calls: list[_Call]) -> AsyncIterator[Event]:
-        """Approve in order (a human answers one question at a time), run concurrently."""
+        """Hooks first (PreToolUse, concurrently), then approve in order (a human answers one
+        question at a time), run concurrently."""
+        hooked = await self._pre_hooks(calls)
         verdicts: dict[str, str | None] = {}
-        for call in calls:
-            verdicts[call.id] = call.problem or await self._refusal(call)
+        for index, call in enumerate(calls):
+            pre = hooked.get(call.id, NO_OUTCOME)
+            for warning in pre.warnings:
+                yield Notice(warning, "warning")
+            if pre.arguments is not None and call.problem is None and pre.block is None:
+                calls[index] = call = replace(call, arguments=pre.arguments)
+                yield Notice(f"a PreToolUse hook changed the arguments of {call.name}", "info")
+            blocked = pre.block and f"Not run: a PreToolUse hook blocked it: {pre.block}"
+            verdicts[call.id] = call.problem or blocked or await self._refusal(call, pre.ask)
         if self.search is not None:  # a tool the model used stays offered for the session
             self.search.offer(c.name for c in calls if c.spec is not None and c.problem is None)
         send, receive = anyio.create_memory_object_stream[Event](100)
@@ -464,7 +510,10 @@ class Agent:
         async def run_all() -> None:
             async with send, anyio.create_task_group() as tg:
                 for call in calls:
-                    tg.start_soon(self._run_call, call, verdicts[call.id], send.clone(), results)
+                    pre = hooked.get(call.id, NO_OUTCOME)
+                    tg.start_soon(
+                        self._run_call, call, verdicts[call.id], pre, send.clone(), results
+                    )
 
         try:
             async with anyio.create_task_group() as tg:
@@ -495,17 +544,56 @@ class Agent:
         if (message := image_message(images)) is not None:
             self.memory.add_images(message)
 
-    async def _refusal(self, call: _Call) -> str | None:
+    async def _refusal(self, call: _Call, hook_asks: str | None = None) -> str | None:
         if call.spec is None:
             return None
         request = ApprovalRequest(
             call.spec.server, call.spec.name, call.name, call.arguments, call.spec
         )
-        verdict = await self.approval.check(request)
+        verdict = await self.approval.check(request, hook_asks)
         return None if verdict.allowed else verdict.reason
 
+    async def _pre_hooks(self, calls: list[_Call]) -> dict[str, HookOutcome]:
+        """PreToolUse hooks of every server's call that may run, all at once."""
+        if self.hooks is None or not self.hooks.has("PreToolUse"):
+            return {}
+        return await self.hooks.before_calls(
+            [
+                ToolUse(c.id, c.name, c.spec.server, c.spec.name, c.arguments)
+                for c in calls
+                if c.spec is not None and c.problem is None
+            ]
+        )
+
+    async def _post_hooks(
+        self, call: _Call, pre: HookOutcome, observation: Observation, send: Any
+    ) -> Observation:
+        if self.hooks is None or call.spec is None:
+            return observation
+        use = ToolUse(call.id, call.name, call.spec.server, call.spec.name, call.arguments)
+        observation, warnings = await self.hooks.after_call(use, pre, observation)
+        for warning in warnings:
+            await send.send(Notice(warning, "warning"))
+        return observation
+
+    async def _observe(self, call: _Call, refusal: str | None, progress: Any) -> Observation:
+        if refusal is not None:
+            return error_observation(None, refusal)
+        if (agent_tool := self.own_tools().get(call.name)) is not None:
+            return await agent_tool.run(call.arguments)
+        if call.spec is None:
+            return Observation(text="Finishing.")
+        return await self.tools.call(  # exactly the approved (server, tool)
+            call.name, call.arguments, progress=progress, spec=call.spec
+        )
+
     async def _run_call(
-        self, call: _Call, refusal: str | None, send: Any, results: dict[str, Observation]
+        self,
+        call: _Call,
+        refusal: str | None,
+        pre: HookOutcome,
+        send: Any,
+        results: dict[str, Observation],
     ) -> None:
         if call.spec is not None:
             server, tool = call.spec.server, call.spec.name
@@ -521,16 +609,9 @@ class Agent:
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                     await send.send(ToolProgress(call.id, done, total, message))
 
-            if refusal is not None:
-                observation = error_observation(None, refusal)
-            elif (agent_tool := self.own_tools().get(call.name)) is not None:
-                observation = await agent_tool.run(call.arguments)
-            elif call.spec is None:
-                observation = Observation(text="Finishing.")
-            else:
-                observation = await self.tools.call(  # exactly the approved (server, tool)
-                    call.name, call.arguments, progress=progress, spec=call.spec
-                )
+            observation = await self._observe(call, refusal, progress)
+            if refusal is None:
+                observation = await self._post_hooks(call, pre, observation, send)
             observation = self._note_repeats(call, observation)
             results[call.id] = observation
             await send.send(

@@ -36,11 +36,13 @@ from agent.events import (
     ToolCallStarted,
     Usage,
 )
+from agent.hook_files import HookSet
 from agent.llm import DEFAULT_MAX_TOKENS, OpenAIModel, warm_model_imports
 from agent.local import describe_ports, find_local_server
 from agent.memory import Memory, describe_environment
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.server_requests import ServerRequests
+from agent.session_hooks import read_hooks, session_hooks, start_session
 from agent.signals import ended_by_signals
 from agent.skills import Skills, merged_tools, open_skills
 from agent.text import valid_unicode
@@ -229,6 +231,7 @@ def build_agent(
     session: Loaded,
     catalog: Catalog | None = None,
     skills: Skills | None = None,
+    hookset: HookSet | None = None,
 ) -> Agent:
     memory = Memory.with_instructions(
         settings.agent.system_prompt, registry.instructions(), environment(registry)
@@ -237,6 +240,7 @@ def build_agent(
     memory.sink = session.transcript.append
     for call_id in memory.pending_call_ids():  # a session killed mid-step
         memory.add_tool_result(call_id, "Error: interrupted before it finished")
+    approval = ApprovalPolicy(mode=settings.ui.approval, ask=ask, trusted=settings.trusts)
     return Agent(
         model,
         registry,
@@ -244,7 +248,7 @@ def build_agent(
         max_steps=settings.agent.max_steps,
         context_window=settings.llm.context_window,
         reserve_tokens=settings.llm.max_tokens or DEFAULT_MAX_TOKENS,
-        approval=ApprovalPolicy(mode=settings.ui.approval, ask=ask, trusted=settings.trusts),
+        approval=approval,
         agent_tools=merged_tools(
             *([catalog.agent_tools] if catalog is not None else []),
             *([skills.agent_tools] if skills is not None else []),
@@ -252,6 +256,7 @@ def build_agent(
         tool_search=tool_search(settings, skills.search if skills is not None else None),
         vision=vision_mode(settings.llm.vision),
         tool_calls=settings.llm.tool_calls,
+        hooks=session_hooks(hookset or HookSet(), settings, approval, session),
     )
 
 
@@ -395,6 +400,7 @@ async def _single(
     settings = with_local_server(settings, stderr)
     redact = settings.redactor(os.environ)
     model = make_model(settings)
+    hookset = read_hooks(settings, stderr)
     session = open_transcript(settings, resume, stderr)
     record = RunRecord()
     agent: Agent | None = None
@@ -441,8 +447,9 @@ async def _single(
                 stderr.print(
                     f"warning: {redact(problem)}", markup=False, highlight=False, style="yellow"
                 )
-            agent = build_agent(settings, registry, model, None, session, catalog, skills)
+            agent = build_agent(settings, registry, model, None, session, catalog, skills, hookset)
             requests.on_sampled = sampling_reporter(agent, stderr, settings)
+            await start_session(agent, resume is not None, stderr)
             async for event in agent.run(request):
                 record.add(event)
                 renderer.handle(event)
@@ -487,6 +494,7 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
     piped = not sys.stdin.isatty()
     settings = with_local_server(settings, stderr)
     model = make_model(settings)
+    hookset = read_hooks(settings, stderr)
     loaded = open_transcript(settings, resume, stderr if piped else console)
     if piped:
         session: Any = PipedLines(sys.stdin)
@@ -514,8 +522,9 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
             )
             skills = await load_skills(settings, registry, stderr)
             catalog = await open_catalog(registry, stderr, skills)
-            agent = build_agent(settings, registry, model, None, loaded, catalog, skills)
+            agent = build_agent(settings, registry, model, None, loaded, catalog, skills, hookset)
             requests.on_sampled = sampling_reporter(agent, renderer.console, settings)
+            await start_session(agent, resume is not None, stderr)
             repl = Repl(
                 console,
                 session,

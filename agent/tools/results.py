@@ -46,7 +46,7 @@ _TAG = "untrusted-data"
 _TAG_IN_CONTENT = re.compile(r"(?i)<(?=\s*/?\s*untrusted-data)")
 _ENVELOPE = re.compile(
     r'<untrusted-data server="(?:[^"\\\n]|\\.)*" id="(?P<id>[0-9a-f]{8})">[^\n]*\n'
-    r'(?P<body>.*)\n</untrusted-data id="(?P=id)">$',
+    r'(?P<body>.*)\n</untrusted-data id="(?P=id)">(?P<tail>\n.*)?$',
     re.DOTALL,
 )
 
@@ -66,10 +66,11 @@ def envelope(server: str, body: str) -> str:
 
 
 def strip_marker(output: str) -> str:
-    """The content without its envelope, for people and scripts; the envelope is for the model."""
+    """The content without its envelope, for people and scripts; the envelope is for the model.
+    What follows the envelope (notes of the user's hooks) is kept."""
     head, tag, rest = output.partition(f'<{_TAG} server="')
     match = _ENVELOPE.match(tag + rest) if tag else None
-    return head + match.group("body") if match else output
+    return head + match.group("body") + (match.group("tail") or "") if match else output
 
 
 def _decoded_size(data: str) -> int:

@@ -1,4 +1,4 @@
-"""What /tools, /servers, /resources and /prompts show: rows for `layout.show_table`, and
+"""What /tools, /servers, /resources, /prompts and /hooks show: rows for `layout.show_table`, and
 one tool in full.
 
 Kept apart from the REPL's command plumbing: these only read what they are given (the
@@ -14,6 +14,7 @@ from mcp import types
 from rich.console import Console
 from rich.text import Text
 
+from agent.hook_files import HookSet
 from agent.tools.base import ServerStatus, ToolSpec
 from agent.ui.layout import Column, Indented, show_table
 
@@ -177,3 +178,23 @@ def show_prompts(console: Console, prompts: Sequence[tuple[str, types.Prompt]]) 
     if rows:
         show_table(console, columns, rows)
     return bool(rows)
+
+
+def show_hooks(console: Console, hookset: HookSet) -> None:
+    """The active hooks (event, matcher, command, timeout, file) and what was left out."""
+    columns = [
+        Column("event", key=True),
+        Column("matcher", stacked="head"),
+        Column("timeout", stacked="head", label="timeout"),
+        Column("command", label="command"),
+        Column("from", label="from", style="dim"),
+    ]
+    rows = [
+        [h.event, h.matcher or "*", f"{h.timeout:g} s", h.command, h.source] for h in hookset.hooks
+    ]
+    if rows:
+        show_table(console, columns, rows)
+    else:
+        console.print(Text("no hooks are active (hooks.json in the user config folder)"))
+    for note in hookset.notes:
+        console.print(Text(note, style="yellow"))

@@ -31,6 +31,7 @@ from agent.config import Settings
 from agent.config_files import save_trust
 from agent.errors import ConfigError, ToolServerError
 from agent.events import RunFinished
+from agent.hook_files import HookSet
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.skills import Skills
@@ -100,6 +101,7 @@ class Repl:
             ("clear", "forget the conversation", self._clear),
             ("history", "show the conversation so far", self._history),
             ("usage", "tokens used this session", self._usage),
+            ("hooks", "the active hooks and where they came from", self._hooks),
             (
                 "approve",
                 "show or set approval: /approve [ask|yes|read-only], or /approve save",
@@ -303,6 +305,8 @@ class Repl:
         """
         if self._cannot_ask(f"run {request.server} › {request.tool}?", "refused"):
             return "no"
+        if request.reason:  # a hook asks
+            self.console.print(Text(f"a hook asks: {self.registry.redact(request.reason)}"))
         args = arguments.inline(request.arguments, self.registry.redact)
         if args is None:
             self.console.print(arguments.block(request.arguments, self.registry.redact))
@@ -495,6 +499,11 @@ class Repl:
                 content = f"{content}\n(calls {calls})".strip()
             shown = self.registry.redact(str(content)[:500])
             self.console.print(Text(f"{role}: ", style="bold"), Text(shown))
+
+    async def _hooks(self, arg: str) -> None:
+        listings.show_hooks(
+            self.console, self.agent.hooks.hookset if self.agent.hooks else HookSet()
+        )
 
     async def _usage(self, arg: str) -> None:
         table = Table("", "prompt", "completion", "total", box=None)

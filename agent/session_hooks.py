@@ -1,0 +1,60 @@
+"""The session's side of the user's hooks (agent.hooks): read once at start (what an
+untrusted folder held is said then, once), the fields every event carries, SessionStart.
+
+Kept out of agent.session so the wiring there stays a few lines.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rich.console import Console
+
+from agent.approval import ApprovalPolicy
+from agent.config import Settings
+from agent.hook_files import HookSet, load_hooks
+from agent.hooks import Hooks
+from agent.react import Agent
+from agent.transcript import Loaded
+
+
+def read_hooks(settings: Settings, stderr: Console) -> HookSet:
+    """The active hooks; what was left out (an untrusted folder's) is said once, here."""
+    hookset = load_hooks(os.environ, settings.workspace, settings.workspace_trusted)
+    for note in hookset.notes:
+        stderr.print(f"warning: {note}", markup=False, highlight=False, style="yellow")
+    return hookset
+
+
+PERMISSION_MODES = {"ask": "default", "yes": "bypassPermissions", "read-only": "plan"}
+
+
+def session_hooks(
+    hookset: HookSet, settings: Settings, policy: ApprovalPolicy, session: Loaded
+) -> Hooks:
+    """The hooks with the fields every event carries, read when it fires (the approval mode
+    and model may change in the REPL)."""
+    transcript = session.transcript
+
+    def common() -> dict[str, Any]:
+        return {
+            "session_id": transcript.session_id,
+            "transcript_path": str(transcript.path),
+            "permission_mode": PERMISSION_MODES.get(policy.mode, policy.mode),
+            "model": settings.llm.model,
+        }
+
+    return Hooks(hookset, os.environ, settings.workspace, common)
+
+
+async def start_session(agent: Agent, resumed: bool, stderr: Console) -> None:
+    """SessionStart hooks: their context joins the system prompt; warnings are shown."""
+    if agent.hooks is None or not agent.hooks.has("SessionStart"):
+        return
+    outcome = await agent.hooks.session_start("resume" if resumed else "startup")
+    for warning in outcome.warnings:
+        stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
+    if outcome.context:
+        extra = "\n".join(outcome.context)
+        agent.memory.system_prompt += f"\n\nContext from the user's SessionStart hooks:\n{extra}"
