@@ -42,6 +42,8 @@ STORE_NAME = "trusted-folders.json"
 WORKSPACE_FILES: dict[str, Literal["settings", "servers", "other"]] = {
     "config/config.toml": "settings",
     "config/mcp.json": "servers",
+    ".mcp-agent/skills": "other",  # agent/skill_files.py PROJECT_FOLDERS
+    ".claude/skills": "other",
 }
 SHOWN = 240  # characters of one value in the question (beginning and end kept)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
@@ -168,7 +170,7 @@ def describe(trust: Trust, environ: Mapping[str, str]) -> list[str]:
             elif kind == "settings":
                 lines += [f"{name}: {line}" for line in _settings(path, environ)]
             else:
-                lines.append(f"{name}: present")
+                lines.append(f"{name}: present (read by the agent once trusted)")
         except (OSError, ValueError) as exc:
             lines.append(f"{name}: unreadable ({exc.__class__.__name__})")
     return [PATTERNS_ONLY(line) for line in lines]

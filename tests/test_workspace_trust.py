@@ -24,7 +24,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from agent.config import build_settings
-from agent.trust import STORE_NAME, decide, describe
+from agent.trust import STORE_NAME, decide, describe, hint
 from agent.ui.trust_question import ask_trust
 from tests.cli import RUN_MCP, run_cli
 from tests.fake_llm import ScriptedLLM, text
@@ -234,3 +234,11 @@ def test_the_repl_asks_once_and_remembers(tmp_path: Path) -> None:
             marker.unlink()
     store = json.loads((tmp_path / "state" / STORE_NAME).read_text())
     assert store == {"folders": {str(work.resolve()): "trust"}}
+
+
+def test_a_projects_skills_folder_is_named_in_the_question_and_the_line(tmp_path: Path) -> None:
+    (tmp_path / ".claude" / "skills" / "deploy").mkdir(parents=True)
+    found = decide(tmp_path, {}, tmp_path / "state")
+    assert found.files == (".claude/skills",)
+    assert describe(found, {}) == [".claude/skills: present (read by the agent once trusted)"]
+    assert "ignoring .claude/skills of" in hint(found)
