@@ -146,10 +146,11 @@ def run(
         ),
     ] = CLI_SERVER_NAME,  # noqa: E501
     mcp_config: Annotated[
-        Path | None,
+        str | None,  # not a Path: `./claude` (a file) must stay apart from `claude` (a name)
         typer.Option(
             "--mcp-config",
-            help="mcpServers JSON, or another client's by name: claude, cursor, vscode "
+            help="mcpServers JSON (a path), or another client's by name: claude, cursor, "
+            "vscode (a file of such a name: ./claude) "
             "(default: ~/.config/mcp-agent/mcp.json and config/mcp.json, those that exist).",
         ),
     ] = None,  # noqa: E501

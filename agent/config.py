@@ -511,7 +511,7 @@ def _resolve_sections(
 def build_settings(
     *,
     config_path: Path | None,
-    mcp_config_path: Path | None,
+    mcp_config_path: Path | str | None,
     cli_server: ServerConfig | None,
     environ: Mapping[str, str],
     flags: Mapping[str, Mapping[str, Any]] | None = None,
@@ -541,7 +541,8 @@ def build_settings(
         section = next(n for n, m in _SECTION_MODELS.items() if exc.title == m.__name__)
         raise ConfigError(_validation_message(exc, f"{where}: [{section}]")) from None
 
-    mcp_paths = [find_mcp_config(mcp_config_path, environ)] if mcp_config_path else default_mcp
+    named_mcp = find_mcp_config(mcp_config_path, environ) if mcp_config_path else None
+    mcp_paths = [named_mcp] if named_mcp else default_mcp
     by_name: dict[str, ServerConfig] = {}
     for mcp_path in mcp_paths:  # a later file's entry wins (the project's over the user's)
         by_name.update((s.name, s) for s in load_mcp_config(mcp_path, environ))
@@ -566,7 +567,7 @@ def build_settings(
         workspace_trusted=trust.trusted,
         untrusted_files=()
         if trust.trusted
-        else _unread(trust.files, root, [config_path, mcp_config_path]),
+        else _unread(trust.files, root, [config_path, named_mcp]),
         config_files=tuple(str(p) for p in ([path] if path else []) + mcp_paths),
     )
 

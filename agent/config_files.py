@@ -61,18 +61,22 @@ def _place(pattern: str, environ: Mapping[str, str]) -> Path | None:
     return Path(pattern)
 
 
-def find_mcp_config(value: Path, environ: Mapping[str, str]) -> Path:
-    """`--mcp-config`: a path, or a well-known client's file by name (claude, cursor,
-    vscode). A path that exists wins over a name."""
-    name = ALIASES.get(str(value).lower(), str(value).lower())
-    if value.exists() or name not in WELL_KNOWN:
-        return value
+def find_mcp_config(value: Path | str, environ: Mapping[str, str]) -> Path:
+    """`--mcp-config`: a well-known client's file by name (claude, cursor, vscode and their
+    aliases), or a path. A well-known name is always the name, whatever files the working
+    directory holds (a folder's file called `claude` cannot stand in for Claude Desktop's
+    config); a file of that name is reached as a path, `./claude`."""
+    text = str(value)
+    name = ALIASES.get(text.lower(), text.lower())
+    if name not in WELL_KNOWN:
+        return Path(text)
     places = [p for p in (_place(pat, environ) for pat in WELL_KNOWN[name]) if p is not None]
     for place in places:
         if place.is_file():
             return place
     looked = ", ".join(str(p) for p in places)
-    raise ConfigError(f"--mcp-config {value}: no {name} config found (looked in {looked})")
+    local = f"; the file {text} here is ./{text}" if Path(text).is_file() else ""
+    raise ConfigError(f"--mcp-config {text}: no {name} config found (looked in {looked}{local})")
 
 
 def default_files(

@@ -21,7 +21,7 @@ def write(path: Path, doc: object) -> Path:
     return path
 
 
-def settings(tmp_path: Path, mcp: Path | None = None):  # noqa: ANN201 - Settings
+def settings(tmp_path: Path, mcp: Path | str | None = None):  # noqa: ANN201 - Settings
     """Settings read in tmp_path, a folder the user trusts (its config/ counts)."""
     env = {"HOME": str(tmp_path / "home")}
     return build_settings(
@@ -79,3 +79,20 @@ def test_verbose_says_which_files_were_read(tmp_path: Path) -> None:
         "time__convert_time",
         "time__get_current_time",
     ]
+
+
+def test_a_well_known_name_is_always_the_name_and_a_file_of_that_name_needs_a_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder holding a file called `claude` cannot stand in for Claude Desktop's config."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "claude", {"mcpServers": {"planted": {"command": "evil"}}})
+    with pytest.raises(
+        ConfigError, match=r"no claude config found .*the file claude here is ./claude"
+    ):
+        settings(tmp_path, "claude")  # the CLI passes the text as typed
+    claude = tmp_path / "home" / ".config" / "Claude" / "claude_desktop_config.json"
+    write(claude, {"mcpServers": {"desk": {"command": "x"}}})
+    assert [s.name for s in settings(tmp_path, "claude").servers] == ["desk"]
+    assert [s.name for s in settings(tmp_path, "Claude-Desktop").servers] == ["desk"]
+    assert [s.name for s in settings(tmp_path, "./claude").servers] == ["planted"]
