@@ -102,7 +102,8 @@ class AgentSettings(_Frozen):
     connect_timeout: float = Field(default=30.0, gt=0)
     tool_timeout: float = Field(default=60.0, gt=0)
     # Tool search: when the servers' declarations exceed tool_search_tokens (default 10% of
-    # [llm] context_window) or tool_search_tools, the model searches them with find_tools.
+    # [llm] context_window, or up to 4,096 while that is at most a quarter of it) or
+    # tool_search_tools, the model searches them with find_tools.
     tool_search: Literal["auto", "on", "off"] = "auto"
     tool_search_tokens: int | None = Field(default=None, gt=0)
     tool_search_tools: int = Field(default=64, gt=0)

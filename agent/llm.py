@@ -400,8 +400,12 @@ class OpenAIModel:
     async def _complete_once(
         self, params: dict[str, Any], deadline: float
     ) -> AsyncIterator[str | Reply]:
+        # The server sends nothing until the whole reply is computed, which on a CPU can take
+        # minutes: only the request's deadline bounds it, never request_timeout (a silence
+        # limit), and a request cut there is not sent again behind its own original.
         async with self._errors():
-            completion = await _before(deadline, self._create(params))
+            wait = max(deadline - time.monotonic(), 0.001)
+            completion = await _before(deadline, self._create(params, read_timeout=wait))
         choices = completion.get("choices") if isinstance(completion, dict) else None
         if not choices:
             raise ModelError("the model endpoint returned no choices; check --model")
@@ -422,7 +426,7 @@ class OpenAIModel:
         usage = _usage(completion["usage"]) if completion.get("usage") else UNREPORTED
         yield Reply(text, tool_calls, usage, choice.get("finish_reason"))
 
-    async def _create(self, body: dict[str, Any]) -> Any:
+    async def _create(self, body: dict[str, Any], read_timeout: float | None = None) -> Any:
         """POST /chat/completions with the body as is.
 
         `chat.completions.create` re-validates every message and tool schema on each call
@@ -432,6 +436,11 @@ class OpenAIModel:
         """
         from openai import AsyncStream
 
+        options: dict[str, Any] = {"security": {"bearer_auth": True}}
+        if read_timeout is not None:
+            import httpx2
+
+            options["timeout"] = httpx2.Timeout(read_timeout, connect=self.connect_timeout)
         # cast_to=object: the SDK hands back the decoded JSON as is, no pydantic model per
         # chunk (another ~1 ms per step); we read the few fields we need from dicts.
         return await self._get_client().post(
@@ -440,7 +449,7 @@ class OpenAIModel:
             cast_to=object,
             stream=bool(body.get("stream")),
             stream_cls=AsyncStream[object],
-            options={"security": {"bearer_auth": True}},  # type: ignore[typeddict-unknown-key]
+            options=options,  # type: ignore[arg-type]
         )
 
     def _errors(self) -> _ErrorMapper:

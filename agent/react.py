@@ -48,6 +48,7 @@ from agent.vision import REJECTED_NOTICE, Vision, has_images, image_message, wit
 TERMINATE = "terminate"
 REPEAT_LIMIT = 3
 OVERFLOW_RESENDS = 3  # smaller re-sends after the server says a request did not fit
+NUDGE_REQUEST_LIMIT = 2000  # characters of the request restated after an empty reply
 MAX_ARGUMENT_DEPTH = 64  # nesting of a tool call's arguments; no real schema comes close
 TERMINATE_TOOL: dict[str, Any] = {
     "type": "function",
@@ -195,6 +196,7 @@ class Agent:
     async def run(self, request: str) -> AsyncIterator[Event]:
         """Handle one user request; the last event is always RunFinished (unless cancelled)."""
         self._run_usage, self._seen, self._stop_active = Usage(), Counter(), False
+        self._request = request
         yield RunStarted(request)
         hooked = await self._fire("UserPromptSubmit", request)
         for warning in hooked.warnings:
@@ -252,7 +254,7 @@ class Agent:
                     yield item
                 return
             yield Notice("the model returned an empty reply; asking it to continue", "warning")
-            self.memory.add_user("(Your last reply was empty. Answer the request, or call a tool.)")
+            self.memory.add_user(self._empty_reply_nudge())
             yield RunAgain()
             return
         async for event in self._act(calls):
@@ -289,6 +291,16 @@ class Agent:
             f"[A Stop hook of the user's did not let you stop yet]\n{hooked.block}"
         )
         yield RunAgain()
+
+    def _empty_reply_nudge(self) -> str:
+        """The nudge after an empty reply restates the request: a small model answers the
+        last user message alone, and a bare "answer the request" loses the task."""
+        request = self._request
+        if len(request) > NUDGE_REQUEST_LIMIT:
+            request = request[:NUDGE_REQUEST_LIMIT] + " [...]"
+        return (
+            f"(Your last reply was empty. Answer this request, or call a tool for it:)\n{request}"
+        )
 
     async def _think(self) -> AsyncIterator[Event | Reply]:
         await self.tools.settle()
@@ -508,12 +520,14 @@ class Agent:
         results: dict[str, Observation] = {}
 
         async def run_all() -> None:
-            async with send, anyio.create_task_group() as tg:
-                for call in calls:
-                    pre = hooked.get(call.id, NO_OUTCOME)
-                    tg.start_soon(
-                        self._run_call, call, verdicts[call.id], pre, send.clone(), results
-                    )
+            async with send:
+                for batch in _batches(calls, verdicts):
+                    async with anyio.create_task_group() as tg:
+                        for call in batch:
+                            pre = hooked.get(call.id, NO_OUTCOME)
+                            tg.start_soon(
+                                self._run_call, call, verdicts[call.id], pre, send.clone(), results
+                            )
 
         try:
             async with anyio.create_task_group() as tg:
@@ -644,6 +658,23 @@ class Agent:
         """Keep memory valid if a step was cut short: every call gets a result."""
         for call_id in self.memory.pending_call_ids():
             self.memory.add_tool_result(call_id, f"Error: {reason}")
+
+
+def _batches(calls: list[_Call], verdicts: Mapping[str, str | None]) -> list[list[_Call]]:
+    """Calls in groups that may run at once: read-only calls together, and each call that
+    may change state alone, in the order the model wrote them (`create_directory` then
+    `move_file` into it must not race). A refused call runs nothing; the agent's own tools
+    only read."""
+    batches: list[list[_Call]] = []
+    previous_reads = False
+    for call in calls:
+        reads = verdicts[call.id] is not None or call.spec is None or call.spec.read_only
+        if reads and previous_reads:
+            batches[-1].append(call)
+        else:
+            batches.append([call])
+        previous_reads = reads
+    return batches
 
 
 def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:

@@ -50,7 +50,7 @@ from agent.tools.mcp import hasten_shutdown
 from agent.tools.prestart import Prestarts
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
-from agent.tools.search import BUDGET_SHARE, SearchBudget, ToolSearch
+from agent.tools.search import SearchBudget, ToolSearch, default_budget_tokens
 from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer, LogLines
 from agent.ui.safe import SafeConsole, clean, json_text, markdown
@@ -267,7 +267,7 @@ def tool_search(
     agent = settings.agent
     if agent.tool_search == "off":
         return None
-    tokens = agent.tool_search_tokens or int(settings.llm.context_window * BUDGET_SHARE)
+    tokens = agent.tool_search_tokens or default_budget_tokens(settings.llm.context_window)
     budget = SearchBudget(agent.tool_search, tokens, agent.tool_search_tools, agent.pinned_tools)
     return ToolSearch(budget, more)
 

@@ -500,7 +500,7 @@ async def test_colliding_tool_names_get_distinct_public_names_and_never_shadow_t
             declared = {t["function"]["name"]: t["function"] for t in registry.openai_tools()}
             assert "terminate" not in declared
             description = declared["a__terminate"]["description"]
-            assert description.startswith("[tool 'terminate' of external MCP server 'a']")
+            assert description.startswith("[external: a] ")
 
 
 # --------------------------------------------------------------------------- fuzz

@@ -37,6 +37,7 @@ from tests.cli import run_cli
 from tests.fake_llm import (
     ScriptedLLM,
     Turn,
+    delayed,
     error,
     llama_overflow,
     stream_error,
@@ -413,3 +414,26 @@ def test_an_error_event_mid_stream_in_the_repl_ends_that_turn_not_the_session(
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "peg-native" in proc.stderr and "second answer" in proc.stdout
     llm.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_a_slow_unstreamed_reply_is_waited_for_and_never_sent_twice() -> None:
+    # llama-cpp-python after the fall back to unstreamed requests: nothing arrives until
+    # the CPU has computed the whole reply. request_timeout (a silence limit) must not cut
+    # it, and no copy may queue behind it: one request, one answer.
+    with ScriptedLLM(delayed(1.5, text("computed slowly"))) as llm:
+        model = model_for(llm, stream=False, request_timeout=0.3, request_deadline=20)
+        items = await collect(model, [TOOL])
+    assert isinstance(items[-1], Reply) and items[-1].content == "computed slowly"
+    assert not [i for i in items if isinstance(i, RetryNotice)]
+    assert len(llm.requests) == 1
+    llm.assert_complete()
+
+
+@pytest.mark.anyio
+async def test_an_unstreamed_reply_past_the_deadline_is_an_error_not_a_resend() -> None:
+    with ScriptedLLM(delayed(3, text("too late"))) as llm:
+        model = model_for(llm, stream=False, request_timeout=0.2, request_deadline=1)
+        with pytest.raises(ModelError, match="did not finish within 1 s"):
+            await collect(model, [TOOL])
+    assert len(llm.requests) == 1

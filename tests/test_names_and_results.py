@@ -9,8 +9,9 @@ import mcp.types as types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent.memory import Memory
 from agent.tools.base import ToolSpec
-from agent.tools.registry import NAME_LIMIT, assign_names
+from agent.tools.registry import NAME_LIMIT, assign_names, openai_tool
 from agent.tools.results import envelope, strip_marker, to_observation, truncate
 
 VALID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -186,3 +187,15 @@ def test_a_tool_claiming_read_only_and_destructive_still_asks() -> None:
     assert not spec.read_only and spec.destructive
     honest = tool.model_copy(update={"annotations": types.ToolAnnotations(read_only_hint=True)})
     assert ToolSpec.from_mcp("s", honest).read_only
+
+
+def test_the_envelope_and_description_mark_are_short_and_the_prompt_says_what_they_mean() -> None:
+    obs = to_observation(_result(types.TextContent(text="x")), "srv", 999)
+    assert len(obs.text) - 1 <= 80  # was 142 characters of envelope on every result
+    spec = ToolSpec(server="time", name="get_current_time", description="Get the time.",
+                    input_schema={"type": "object"})  # fmt: skip
+    description = openai_tool("time__get_current_time", spec)["function"]["description"]
+    assert description == "[external: time] Get the time."
+    for base in (None, "You are terse."):
+        prompt = Memory.with_instructions(base, {}).system_prompt
+        assert "<untrusted-data>" in prompt and "[external: server]" in prompt

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from agent.approval import ApprovalPolicy, ApprovalRequest, Decision
@@ -66,7 +67,7 @@ async def test_tool_result_reaches_the_next_request() -> None:
     assert model.requests[1][0]["role"] == "system"
 
 
-async def test_independent_calls_run_concurrently_and_keep_call_order() -> None:
+async def test_read_only_calls_run_concurrently_and_keep_call_order() -> None:
     b_started = anyio.Event()
 
     async def a(args: dict[str, Any]) -> str:
@@ -77,7 +78,8 @@ async def test_independent_calls_run_concurrently_and_keep_call_order() -> None:
         b_started.set()
         return "B"
 
-    agent, model = make([calls(("a", {}), ("b", {})), answer("ok")], FakeTools({"a": a, "b": b}))
+    tools = FakeTools({"a": a, "b": b}, read_only=frozenset({"a", "b"}))
+    agent, model = make([calls(("a", {}), ("b", {})), answer("ok")], tools)
     events = await drain(agent, "both")
     assert finished(events).status == "answered"
     order = [e.name for e in events if isinstance(e, ToolCallFinished)]
@@ -325,3 +327,46 @@ async def test_made_up_call_ids_never_collide_with_the_models_own() -> None:
     assert [name for name, _ in tools.calls] == ["read", "read"]  # the write stays refused
     ids = [m["tool_call_id"] for m in model.requests[1] if m["role"] == "tool"]
     assert len(set(ids)) == 3
+
+
+async def test_calls_that_may_change_state_run_in_the_order_written() -> None:
+    # One reply: create_directory, then move_file into it, then two reads. The writes run
+    # one after another; the reads after them, together.
+    log: list[str] = []
+
+    async def create_directory(args: dict[str, Any]) -> str:
+        log.append("mkdir start")
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()  # a concurrent call would start here
+        log.append("mkdir end")
+        return "created"
+
+    async def move_file(args: dict[str, Any]) -> str:
+        log.append("move")
+        return "moved"
+
+    async def read(args: dict[str, Any]) -> str:
+        log.append(f"read {args['n']}")
+        await anyio.lowlevel.checkpoint()
+        log.append(f"read {args['n']} end")
+        return "r"
+
+    functions = {"create_directory": create_directory, "move_file": move_file, "read": read}
+    tools = FakeTools(functions, read_only=frozenset({"read"}))
+    script = [
+        calls(("create_directory", {}), ("move_file", {}), ("read", {"n": 1}), ("read", {"n": 2})),
+        answer("ok"),
+    ]
+    agent, model = make(script, tools)
+    assert finished(await drain(agent, "go")).status == "answered"
+    assert log[:3] == ["mkdir start", "mkdir end", "move"]
+    assert log[3:5] == ["read 1", "read 2"]  # the reads overlap
+
+
+async def test_the_nudge_after_an_empty_reply_restates_the_request() -> None:
+    empty = Reply(content="", tool_calls=(), usage=Usage(1, 0), finish_reason="stop")
+    agent, model = make([empty, answer("Tokyo is at UTC+9.")])
+    done = finished(await drain(agent, "What is Tokyo's UTC offset?"))
+    assert done.answer == "Tokyo is at UTC+9."
+    nudge = model.requests[1][-1]
+    assert nudge["role"] == "user" and "What is Tokyo's UTC offset?" in nudge["content"]

@@ -242,3 +242,17 @@ def test_small_tool_sets_are_unchanged(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     names = tool_names(llm.requests[0])
     assert len(names) == 21 and FIND_TOOLS not in names and names[-1] == "terminate"
+
+
+def test_a_small_tool_set_is_offered_whole_in_a_16k_window(tmp_path: Path) -> None:
+    # 30 tools, ~2,700 tokens (server-filesystem's size): over 10% of a 16,384-token window,
+    # yet it fits comfortably, so the model gets every tool and no find_tools.
+    config = tmp_path / "config.toml"
+    config.write_text("[llm]\ncontext_window = 16384\n")
+    with ScriptedLLM(text("ok")) as llm:
+        args = [*many_args(30), "--config", str(config), "-p", "hi"]
+        proc = run_cli(args, tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    names = tool_names(llm.requests[0])
+    assert 1638 < len(json.dumps(llm.requests[0]["tools"])) // 4 < 4096
+    assert len(names) == 31 and FIND_TOOLS not in names

@@ -129,7 +129,9 @@ def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
         "type": "function",
         "function": {
             "name": public_name,
-            "description": f"[tool '{spec.name}' of external MCP server '{spec.server}'] {text}",
+            # Short: it rides on every tool of every request; the system prompt says once
+            # what the mark means (agent.memory.UNTRUSTED_STATEMENT).
+            "description": f"[external: {spec.server}] {text}",
             "parameters": schema,
         },
     }

@@ -24,6 +24,11 @@ FIND_TOOLS = "find_tools"
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
 BUDGET_SHARE = 0.10  # of the context window the servers' declarations may take by default
+# ...but a small tool set is offered whole while it fits comfortably (a quarter of the
+# window, up to this many tokens): a 16k local window must not hide server-filesystem's
+# 2,600-token list behind find_tools, which a small model rarely calls (measured: 3/7 -> 1/7).
+COMFORT_SHARE = 0.25
+SMALL_SET_TOKENS = 4096
 DEFAULT_MAX_TOOLS = 64
 LINE_LIMIT = 160  # characters of description per search hit
 K1, B = 1.2, 0.75  # the usual BM25 constants
@@ -90,6 +95,13 @@ class ToolIndex:
                 scored.append((-score, name))
         scored.sort()
         return [name for _, name in scored[:limit]]
+
+
+def default_budget_tokens(context_window: int) -> int:
+    """Tokens of declarations offered whole by default: 10% of the window, or a small set
+    while it takes at most a quarter of it."""
+    comfortable = min(int(context_window * COMFORT_SHARE), SMALL_SET_TOKENS)
+    return max(int(context_window * BUDGET_SHARE), comfortable)
 
 
 @dataclass(frozen=True)
