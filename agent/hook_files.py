@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,10 @@ class HookSet:
 
     hooks: tuple[Hook, ...] = ()
     notes: tuple[str, ...] = ()
-    files: tuple[str, ...] = field(default=())  # the files the hooks were read from
+    # The project's file left unread (the folder is not trusted): said by agent/trust.py's
+    # one line at start, listed again by /hooks.
+    ignored: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # the files the hooks were read from
 
     def matching(self, event: str, names: tuple[str, ...] = ()) -> list[Hook]:
         """Hooks of `event` that match, each command once (the first file's entry wins)."""
@@ -86,14 +89,12 @@ def load_hooks(environ: Mapping[str, str], workspace: Path, trusted: bool) -> Ho
     hooks: list[Hook] = []
     notes: list[str] = []
     files: list[str] = []
+    ignored: list[str] = []
     user = user_config_dir(environ)
     places = [user / "hooks.json"] if user else []
     project = workspace / PROJECT_HOOKS
     if project.is_file() and not trusted:
-        notes.append(
-            f"ignored {project}: this folder is not trusted, so its hooks do not run "
-            "(trust the folder to use them)"
-        )
+        ignored.append(f"ignored {project}: this folder is not trusted, so its hooks do not run")
     elif project not in places:
         places.append(project)
     for path in places:
@@ -102,7 +103,7 @@ def load_hooks(environ: Mapping[str, str], workspace: Path, trusted: bool) -> Ho
             hooks += found
             notes += skipped
             files.append(str(path))
-    return HookSet(tuple(hooks), tuple(notes), tuple(files))
+    return HookSet(tuple(hooks), tuple(notes), tuple(ignored), tuple(files))
 
 
 def _read(path: Path) -> Any:

@@ -1,5 +1,5 @@
-"""The session's side of the user's hooks (agent.hooks): read once at start (what an
-untrusted folder held is said then, once), the fields every event carries, SessionStart.
+"""The session's side of the user's hooks (agent.hooks): read once at start, the fields
+every event carries, SessionStart.
 
 Kept out of agent.session so the wiring there stays a few lines.
 """
@@ -20,7 +20,8 @@ from agent.transcript import Loaded
 
 
 def read_hooks(settings: Settings, stderr: Console) -> HookSet:
-    """The active hooks; what was left out (an untrusted folder's) is said once, here."""
+    """The active hooks; what was skipped is said here. An untrusted folder's own
+    hooks.json is named in agent/trust.py's one line with its other files."""
     hookset = load_hooks(os.environ, settings.workspace, settings.workspace_trusted)
     for note in hookset.notes:
         stderr.print(f"warning: {note}", markup=False, highlight=False, style="yellow")

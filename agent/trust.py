@@ -39,11 +39,12 @@ STORE_NAME = "trusted-folders.json"
 # The working directory's own files the agent reads once the folder is trusted, and what
 # kind each is (for the question that shows what they would do). A new reader of the
 # working directory adds its files here, and checks Settings.workspace_trusted.
-WORKSPACE_FILES: dict[str, Literal["settings", "servers", "other"]] = {
+WORKSPACE_FILES: dict[str, Literal["settings", "servers", "hooks", "other"]] = {
     "config/config.toml": "settings",
     "config/mcp.json": "servers",
     ".mcp-agent/skills": "other",  # agent/skill_files.py PROJECT_FOLDERS
     ".claude/skills": "other",
+    "config/hooks.json": "hooks",  # agent/hook_files.py: commands run around tool calls
 }
 SHOWN = 240  # characters of one value in the question (beginning and end kept)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
@@ -169,6 +170,8 @@ def describe(trust: Trust, environ: Mapping[str, str]) -> list[str]:
                 lines += [f"{name}: {line}" for line in _servers(path)]
             elif kind == "settings":
                 lines += [f"{name}: {line}" for line in _settings(path, environ)]
+            elif kind == "hooks":
+                lines += [f"{name}: {line}" for line in _hooks(path)]
             else:
                 lines.append(f"{name}: present (read by the agent once trusted)")
         except (OSError, ValueError) as exc:
@@ -208,6 +211,22 @@ def _servers(path: Path) -> list[str]:
             what += f" (with your {', '.join(refs)})"
         lines.append(f"server {name!r} {what}")
     return lines
+
+
+def _hooks(path: Path) -> list[str]:
+    """Each hook command and the event (and matcher) it would run on."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    events = doc.get("hooks") if isinstance(doc, dict) else None
+    lines = []
+    for event, groups in (events if isinstance(events, dict) else {}).items():
+        for group in groups if isinstance(groups, list) else []:
+            group = group if isinstance(group, dict) else {}
+            matcher = group.get("matcher") or "*"
+            for hook in group.get("hooks") or []:
+                command = hook.get("command") if isinstance(hook, dict) else None
+                if isinstance(command, str):
+                    lines.append(f"on {event} ({_short(matcher)}) runs {_short(command)}")
+    return lines or ["no hooks"]
 
 
 def _env_refs(value: Any) -> list[str]:

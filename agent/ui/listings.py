@@ -196,5 +196,5 @@ def show_hooks(console: Console, hookset: HookSet) -> None:
         show_table(console, columns, rows)
     else:
         console.print(Text("no hooks are active (hooks.json in the user config folder)"))
-    for note in hookset.notes:
+    for note in (*hookset.ignored, *hookset.notes):
         console.print(Text(note, style="yellow"))
