@@ -43,6 +43,7 @@ from agent.textcalls import StreamGate, model_family, parse, to_text_mode
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
 from agent.tools.search import FIND_TOOLS, ToolSearch
+from agent.tools.stored import READ_RESULT, READ_RESULT_SCHEMA, ResultStore
 from agent.vision import REJECTED_NOTICE, Vision, has_images, image_message, without_images
 
 TERMINATE = "terminate"
@@ -73,7 +74,7 @@ CUT_CALL = (
 )
 # Names only the agent may use: servers' tools are renamed around them (read_resource is
 # offered by agent.catalog when servers publish resources, load_skill by agent.skills).
-AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource", FIND_TOOLS, "load_skill"})
+AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource", FIND_TOOLS, "load_skill", READ_RESULT})
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,9 @@ class Agent:
         vision: Vision = "auto",
         tool_calls: ToolCallMode = "auto",
         hooks: Hooks | None = None,
+        results: ResultStore | None = None,
     ) -> None:
+        self.results = results  # big results kept whole, paged with read_result (None: cut)
         self.model = model
         self.hooks = hooks  # the user's hooks (agent.hooks); None: none configured
         self._stop_active = False  # a Stop hook sent the model back to work this run
@@ -159,7 +162,7 @@ class Agent:
         # The agent's own tools besides terminate, asked for each step: they come and go
         # with what servers publish (read_resource once any server has resources).
         self._catalog_tools: Callable[[], Mapping[str, AgentTool]] = agent_tools or dict
-        self._own_cache: tuple[tuple[object, object], Mapping[str, AgentTool]] | None = None
+        self._own_cache: tuple[tuple[object, ...], Mapping[str, AgentTool]] | None = None
         # Too many tools for every request: the model searches them (None: never).
         self.search = tool_search
         if tool_search is not None:  # tools a resumed session used stay offered
@@ -444,14 +447,25 @@ class Agent:
         """The agent's own tools besides terminate: the catalog's, and find_tools while tool
         search is engaged. The same object until one of those changes (the loop caches)."""
         base = self._catalog_tools()
-        if self.search is None or not self.search.engaged:
+        searching = self.search is not None and self.search.engaged
+        reading = self.results is not None and len(self.results) > 0  # once one was kept
+        if not searching and not reading:
             return base
-        key = (base, self.tools.tools)  # find_tools' description names the current servers
+        key = (base, self.tools.tools, searching, reading)  # find_tools names the servers
         cached = self._own_cache
-        if cached is None or cached[0][0] is not base or cached[0][1] is not key[1]:
-            find = AgentTool(self.search.tool_schema(self.tools.tools), self._find_tools)
-            self._own_cache = (key, {**base, FIND_TOOLS: find})
+        if cached is None or any(a is not b for a, b in zip(cached[0], key, strict=True)):
+            extra: dict[str, AgentTool] = {}
+            if self.search is not None and searching:
+                schema = self.search.tool_schema(self.tools.tools)
+                extra[FIND_TOOLS] = AgentTool(schema, self._find_tools)
+            if reading:
+                extra[READ_RESULT] = AgentTool(READ_RESULT_SCHEMA, self._read_result)
+            self._own_cache = (key, {**base, **extra})
         return self._own_cache[1]
+
+    async def _read_result(self, arguments: dict[str, Any]) -> Observation:
+        assert self.results is not None
+        return self.results.read(arguments)
 
     async def _find_tools(self, arguments: dict[str, Any]) -> Observation:
         assert self.search is not None
@@ -597,9 +611,12 @@ class Agent:
             return await agent_tool.run(call.arguments)
         if call.spec is None:
             return Observation(text="Finishing.")
-        return await self.tools.call(  # exactly the approved (server, tool)
+        observation = await self.tools.call(  # exactly the approved (server, tool)
             call.name, call.arguments, progress=progress, spec=call.spec
         )
+        if self.results is not None:  # a cut result: kept whole, the model gets a handle
+            observation = self.results.shortened(call.spec.server, observation)
+        return observation
 
     async def _run_call(
         self,

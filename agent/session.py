@@ -51,6 +51,7 @@ from agent.tools.prestart import Prestarts
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.search import SearchBudget, ToolSearch, default_budget_tokens
+from agent.tools.stored import ResultStore
 from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer, LogLines
 from agent.ui.safe import SafeConsole, clean, json_text, markdown
@@ -256,6 +257,7 @@ def build_agent(
         tool_search=tool_search(settings, skills.search if skills is not None else None),
         vision=vision_mode(settings.llm.vision),
         tool_calls=settings.llm.tool_calls,
+        results=ResultStore(session.transcript.path.with_suffix(".results"), registry.redact),
         hooks=session_hooks(hookset or HookSet(), settings, approval, session),
     )
 

@@ -40,6 +40,7 @@ class Observation:
     images: tuple[Image, ...] = field(default=())
     truncated_chars: int = 0
     structured: Any = None  # the server's structuredContent, whole (for JSON and transcript)
+    whole: str | None = field(default=None, repr=False)  # the text before it was cut
 
 
 _TAG = "untrusted-data"
@@ -147,6 +148,7 @@ def to_observation(result: types.CallToolResult, server: str, max_chars: int) ->
     if structured is not None and not any(isinstance(b, types.TextContent) for b in result.content):
         texts.append(_structured_text(structured))
     body = valid_unicode("\n".join(texts)) if texts else "(no output)"
+    whole = body
     body, cut = truncate(body, max_chars)
     prefix = "The tool reported an error:\n" if result.is_error else ""
     return Observation(
@@ -155,6 +157,7 @@ def to_observation(result: types.CallToolResult, server: str, max_chars: int) ->
         images=tuple(images),
         truncated_chars=cut,
         structured=structured,
+        whole=whole if cut else None,
     )
 
 

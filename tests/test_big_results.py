@@ -1,0 +1,66 @@
+"""A tool result larger than max_observe: kept whole in the session's folder, the model
+gets head, tail and a handle, and pages through it with the agent's own `read_result`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.big_result_server import big_text
+from tests.cli import run_cli
+from tests.fake_llm import ScriptedLLM, Turn, text, tool_calls
+from tests.servers import REPO_ROOT
+
+MAX_OBSERVE = 20_000
+LINES = 20_000  # 2,000,000 characters
+MIDDLE = 1_000_000
+
+
+def big_args(tmp_path: Path) -> list[str]:
+    config = tmp_path / "config.toml"
+    config.write_text(f"[agent]\nmax_observe = {MAX_OBSERVE}\n")
+    server = f"{sys.executable} {REPO_ROOT / 'tests' / 'big_result_server.py'}"
+    return ["--config", str(config), "--server-command", server, "--server-name", "big"]
+
+
+def tool_message(body: dict[str, Any]) -> str:
+    return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+def test_a_2mb_result_stays_out_of_the_window_and_its_middle_reads_back_exactly(
+    tmp_path: Path,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def page_the_middle(body: dict[str, Any]) -> Turn:
+        seen["cut"] = tool_message(body)
+        seen["tools"] = [t["function"]["name"] for t in body["tools"]]
+        page = {"id": "r1", "offset": MIDDLE, "limit": 3000}
+        return tool_calls(
+            ("read_result", page), ("read_result", {"id": "r1", "pattern": "^0012345:"})
+        )
+
+    script = [tool_calls(("big__lines", {"count": LINES})), page_the_middle, text("Read it.")]
+    with ScriptedLLM(*script) as llm:
+        args = [*big_args(tmp_path), "-p", "dump it", "--output", "json", "--yes"]
+        proc = run_cli(args, tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    whole = big_text(LINES)
+    assert len(whole) == 2_000_000
+    # The request after the big result: head and tail and a handle, under max_observe.
+    cut = seen["cut"]
+    assert len(cut) < MAX_OBSERVE + 600
+    assert whole[:1000] in cut and whole[-1000:] in cut and '"r1"' in cut
+    assert "read_result" in seen["tools"]
+    assert "read_result" not in [t["function"]["name"] for t in llm.requests[0]["tools"]]
+    # Paging returns the middle exactly, and the pattern finds the line by its offset.
+    page, found = [m["content"] for m in llm.messages(2) if m["role"] == "tool"][-2:]
+    assert f"\n{whole[MIDDLE : MIDDLE + 3000]}\n</untrusted-data" in page
+    assert f"{12345 * 100}: 0012345:" in found
+    # The whole text is in the session's folder.
+    [kept] = (tmp_path / "state" / "sessions").glob("*.results/r1.txt")
+    assert kept.read_text() == whole
+    assert json.loads(proc.stdout)["status"] == "answered"
+    llm.assert_complete()
