@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import getpass
 import os
 import shlex
 import sys
@@ -103,7 +104,20 @@ def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
         environ=environ,
         flags=flags,
         trust_workspace=opts["trust_workspace"],
+        ask_input=ask_at_terminal if sys.stdin.isatty() else None,
     )
+
+
+def ask_at_terminal(input_id: str, description: str, password: bool) -> str:
+    """VS Code's `${input:ID}`: asked here once per run, hidden when it is a password."""
+    from agent.ui.safe import clean  # the description comes from a file
+
+    hidden = ", hidden" if password else ""
+    prompt = f"{clean(description)} (input '{clean(input_id)}'{hidden}): "
+    if password:
+        return getpass.getpass(prompt)
+    print(prompt, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().rstrip("\n")
 
 
 @app.command()

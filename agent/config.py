@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from agent.config_files import default_files, find_mcp_config
+from agent.dialects import Dialects, InputAsker, declared_inputs
 from agent.errors import ConfigError
 from agent.redact import PATTERNS_ONLY, Redactor, header_secrets, is_secret_name
 from agent.trust import decide as decide_trust
@@ -63,6 +64,7 @@ _CERT_ENV_KEYS = frozenset(
 _LAUNCHER_ENV_PREFIXES = ("UV_", "PIP_", "PIPX_", "NPM_CONFIG_", "npm_config_", "XDG_")
 _SECRETISH = re.compile(r"(?i)auth|token|pass|secret|key|cred")  # glued: NPM_CONFIG__AUTHTOKEN
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ANY_REF = re.compile(r"\$\{[^}]+\}")  # ours, or another client's (${input:id}, ${env:X})
 
 
 class _Frozen(BaseModel):
@@ -183,6 +185,8 @@ class ServerConfig(_Frozen):
     trust: bool | tuple[str, ...] = False
     # The mcpServers file this server was read from (where /approve save writes `trust`).
     config_file: str | None = Field(default=None, exclude=True)
+    # Secrets it holds that no key name says are secret (a masked `${input:...}` answer).
+    secrets: tuple[str, ...] = Field(default=(), repr=False, exclude=True)
 
     @field_validator("name")
     @classmethod
@@ -247,6 +251,7 @@ def secret_values(settings: Settings, environ: Mapping[str, str]) -> list[str]:
         if isinstance(server.oauth, OAuthConfig):
             values.append(server.oauth.client_secret)
         values += [v for k, v in server.env.items() if is_secret_name(k)]
+        values += server.secrets
     values += [v for k, v in environ.items() if is_secret_name(k) and k.isupper()]
     from agent.auth.store import stored_secrets  # here: it loads the SDK's auth models
 
@@ -366,8 +371,16 @@ def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) ->
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def load_mcp_config(path: Path, environ: Mapping[str, str]) -> list[ServerConfig]:
-    """Read an mcpServers JSON file. Every problem is one ConfigError naming file and key."""
+def load_mcp_config(
+    path: Path, environ: Mapping[str, str], dialects: Dialects | None = None
+) -> list[ServerConfig]:
+    """Read an mcpServers JSON file. Every problem is one ConfigError naming file and key.
+
+    Other clients' words (VS Code's inputs and ${workspaceFolder}, Cursor's envFile,
+    Windsurf's serverUrl, Cline's autoApprove) are read as those clients read them
+    (agent/dialects.py); `dialects` carries the workspace and who answers `${input:...}`.
+    """
+    dialects = dialects or Dialects(Path.cwd().resolve(), environ)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -388,12 +401,14 @@ def load_mcp_config(path: Path, environ: Mapping[str, str]) -> list[ServerConfig
         found = ", ".join(repr(k) for k in list(doc)[:5])
         raise ConfigError(f"{path}: no 'mcpServers' object (found {found})")
     warn_if_world_readable(path, literal_secrets(doc.get(key), "", key))
-    return [
-        parse_server(name, raw, environ, f"{path}: {key}.{name}").model_copy(
-            update={"config_file": str(path)}
-        )
-        for name, raw in doc.get(key, {}).items()
-    ]
+    inputs = declared_inputs(doc, path)
+    servers = []
+    for name, raw in doc.get(key, {}).items():
+        where = f"{path}: {key}.{name}"
+        entry, secrets = dialects.entry(raw, inputs, where) if isinstance(raw, dict) else (raw, ())
+        server = parse_server(name, entry, environ, where)
+        servers.append(server.model_copy(update={"config_file": str(path), "secrets": secrets}))
+    return servers
 
 
 def literal_secrets(value: Any, key: str = "", where: str = "") -> list[str]:
@@ -416,7 +431,7 @@ def literal_secrets(value: Any, key: str = "", where: str = "") -> list[str]:
             for index, item in enumerate(value)
             for found in literal_secrets(item, key, f"{where}[{index}]")
         ]
-    if not isinstance(value, str) or not value.strip() or _VAR.search(value):
+    if not isinstance(value, str) or not value.strip() or _ANY_REF.search(value):
         return []
     return [where] if is_secret_name(key) or PATTERNS_ONLY(value) != value else []
 
@@ -518,6 +533,7 @@ def build_settings(
     flags: Mapping[str, Mapping[str, Any]] | None = None,
     workspace: Path | None = None,
     trust_workspace: bool = False,
+    ask_input: InputAsker | None = None,
 ) -> Settings:
     """The one place settings are resolved: defaults < file < environment < flags.
 
@@ -542,11 +558,13 @@ def build_settings(
         section = next(n for n, m in _SECTION_MODELS.items() if exc.title == m.__name__)
         raise ConfigError(_validation_message(exc, f"{where}: [{section}]")) from None
 
+    # VS Code's ${input:...} answers are asked by `ask_input` (None: nobody to ask).
+    dialects = Dialects(root, environ, ask_input)
     named_mcp = find_mcp_config(mcp_config_path, environ) if mcp_config_path else None
     mcp_paths = [named_mcp] if named_mcp else default_mcp
     by_name: dict[str, ServerConfig] = {}
     for mcp_path in mcp_paths:  # a later file's entry wins (the project's over the user's)
-        by_name.update((s.name, s) for s in load_mcp_config(mcp_path, environ))
+        by_name.update((s.name, s) for s in load_mcp_config(mcp_path, environ, dialects))
     servers = list(by_name.values())
     if cli_server is not None:
         if clash := by_name.get(cli_server.name):
