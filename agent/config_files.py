@@ -37,6 +37,9 @@ WELL_KNOWN: dict[str, tuple[str, ...]] = {
         "$APPDATA/Code/User/mcp.json",
     ),
 }
+# Other clients' project files, read (once the folder is trusted) before our own
+# config/mcp.json, whose entry wins for a name in both.
+PROJECT_CLIENT_FILES = (".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json")
 ALIASES = {"claude-desktop": "claude", "code": "vscode", "vs-code": "vscode"}
 
 
@@ -87,14 +90,17 @@ def default_files(
     Settings: `./config/config.toml`, else the user's `config.toml` (one file: a project
     that has its own settings means them). Servers: the user's `mcp.json` and then
     `./config/mcp.json`, both (the project's entry wins for a name in both): servers a user
-    keeps for every project stay available in each. `project` is None while the working
-    directory is not trusted: then only the user's own files.
+    keeps for every project stay available in each; before `./config/mcp.json`, other
+    clients' project files (Claude Code's `.mcp.json`, `.cursor/mcp.json`,
+    `.vscode/mcp.json`). `project` is None while the working directory is not trusted:
+    then only the user's own files.
     """
     user = user_config_dir(environ)
     own = [project] if project is not None else []
     tomls = [*(p / "config.toml" for p in own), *([user / "config.toml"] if user else [])]
     toml = next((p for p in tomls if p.is_file()), None)
-    servers = [*([user / "mcp.json"] if user else []), *(p / "mcp.json" for p in own)]
+    clients = [p.parent / name for p in own for name in PROJECT_CLIENT_FILES]
+    servers = [*([user / "mcp.json"] if user else []), *clients, *(p / "mcp.json" for p in own)]
     return toml, [p for p in servers if p.is_file()]
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.config_files import user_config_dir
+from agent.config_files import PROJECT_CLIENT_FILES, user_config_dir
 from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY
 
@@ -45,6 +45,7 @@ WORKSPACE_FILES: dict[str, Literal["settings", "servers", "hooks", "other"]] = {
     ".mcp-agent/skills": "other",  # agent/skill_files.py PROJECT_FOLDERS
     ".claude/skills": "other",
     "config/hooks.json": "hooks",  # agent/hook_files.py: commands run around tool calls
+    **{name: "servers" for name in PROJECT_CLIENT_FILES},  # .mcp.json, .vscode/mcp.json…
 }
 SHOWN = 240  # characters of one value in the question (beginning and end kept)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")

@@ -206,3 +206,17 @@ def test_auto_approve_beside_trust_is_said_not_read(
     (server,) = load_mcp_config(path, {})
     assert server.trust == ("a",)
     assert "autoApprove is not read: this entry sets its own 'trust'" in capsys.readouterr().err
+
+
+def test_a_projects_claude_code_file_is_read_only_once_the_folder_is_trusted(
+    tmp_path: Path,
+) -> None:
+    twin = {"command": sys.executable, "args": [TWIN_SERVER, "project"]}
+    write(tmp_path / ".mcp.json", {"mcpServers": {"twin": twin}})
+    with ScriptedLLM(text("untrusted"), text("trusted")) as llm:
+        untrusted = run_cli(["-p", "hi"], tmp_path, base_url=llm.base_url)
+        trusted = run_cli(["--trust-workspace", "-p", "hi"], tmp_path, base_url=llm.base_url)
+    assert untrusted.returncode == 0 and trusted.returncode == 0, trusted.stderr
+    before = {t["function"]["name"] for t in llm.requests[0]["tools"]}
+    after = {t["function"]["name"] for t in llm.requests[1]["tools"]}
+    assert "twin__delete" not in before and "twin__delete" in after
