@@ -21,7 +21,8 @@ from agent.config import ServerConfig, Settings, build_settings
 from agent.errors import AgentError, ConfigError
 from agent.private import make_non_dumpable
 from agent.redact import PATTERNS_ONLY
-from agent.tools.prestart import prestart
+from agent.signals import SignalEnded, ending_signals_raise
+from agent.tools.prestart import Prestarts, prestart
 from agent.trust_cli import settle, trust_app
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
@@ -257,9 +258,10 @@ def run(
 
         raise typer.Exit(run_login(settings, login))
     request = _single_shot_request(prompt, interactive)
-    # The stdio servers start now, while the heavy imports below load.
-    prestarts = prestart(settings.servers, os.environ)
+    prestarts = Prestarts()  # none yet: Ctrl-C while they start is handled below too
     try:
+        # The stdio servers start now, while the heavy imports below load.
+        prestarts = prestart(settings.servers, os.environ)
         from agent.session import run_repl, run_single  # heavy: once settings are valid
 
         if request is None:
@@ -307,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         if args[:1] == ["trust"]:  # `run_mcp.py trust [PATH]`: agent/trust_cli.py
             code = trust_app(args=args[1:], prog_name="run_mcp.py trust", standalone_mode=False)
         else:
-            code = app(args=args, standalone_mode=False)
+            with ending_signals_raise():  # before any server starts
+                code = app(args=args, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except AgentError as exc:
@@ -320,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except SignalEnded as exc:  # servers started early were stopped on the way out
+        print(exc.word, file=sys.stderr)
+        return exc.exit_code
     except (typer.BadParameter, typer.Abort) as exc:
         print(f"error: {_usage_message(exc)}", file=sys.stderr)
         return EXIT_USAGE

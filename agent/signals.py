@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from types import FrameType
 from typing import Any
 
 ENDING_SIGNALS = {
@@ -21,6 +22,67 @@ ENDING_SIGNALS = {
     for name, word in (("SIGTERM", "terminated"), ("SIGHUP", "hung up"))
     if hasattr(signal, name)
 }
+
+
+class SignalEnded(BaseException):
+    """SIGTERM / SIGHUP before the run's event loop takes them over (while servers start
+    and the heavy modules load): it unwinds like KeyboardInterrupt, so every `finally`
+    runs and the servers started early are stopped. A BaseException: no `except
+    Exception` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.exit_code = 128 + signum
+        self.word = ENDING_SIGNALS.get(signum, "ended")
+
+
+@contextlib.contextmanager
+def ending_signals_raise() -> Iterator[None]:
+    """From before the first server starts: SIGTERM / SIGHUP raise SignalEnded (their
+    default action would kill us on the spot, leaving the servers running). The event
+    loop's own handlers (ended_by_signals) replace these while it runs."""
+
+    def raise_ended(signum: int, frame: FrameType | None) -> None:
+        raise SignalEnded(signum)
+
+    previous = {}
+    for signum in ENDING_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: leave it
+            previous[signum] = signal.signal(signum, raise_ended)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGTERM, SIGHUP and SIGINT wait until the block ends, then reach the handlers in
+    force (SignalEnded, KeyboardInterrupt, or the default action).
+
+    For a spawn: an exception raised inside Popen after the fork loses the Popen object,
+    and with it the only way to stop that child. Blocking the signals instead would be
+    inherited by the child, which could then never be stopped by SIGTERM.
+    """
+    caught: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    previous = {}
+    for signum in (*ENDING_SIGNALS, signal.SIGINT):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing held
+            previous[signum] = signal.signal(signum, hold)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
 
 
 async def ended_by_signals(main: Callable[..., Awaitable[int]], *args: Any) -> int:

@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -23,6 +24,9 @@ import anyio.abc
 import anyio.lowlevel
 
 from agent.config import ServerConfig, server_env
+from agent.signals import signals_held
+
+STOP_GRACE = 0.5  # seconds between SIGTERM to a server's group and SIGKILL
 
 
 @dataclass
@@ -49,9 +53,9 @@ class Prestarts:
         return found
 
     def close(self) -> None:
-        """Stop what no connection took (the run ended before connecting)."""
-        for started in self.waiting.values():
-            stop_prestarted(started)
+        """Stop what no connection took (the run ended before connecting: a config error,
+        a signal, Ctrl-C), all within one grace."""
+        stop_all(list(self.waiting.values()))
         self.waiting.clear()
 
 
@@ -63,37 +67,82 @@ def prestart(servers: Iterable[ServerConfig], environ: Mapping[str, str]) -> Pre
     """Spawn every enabled stdio server now; one that cannot start is left to the normal
     connect, which reports why."""
     started = Prestarts()
-    for config in servers:
-        if config.type != "stdio" or not config.enabled or not config.command:
-            continue
-        if config.cwd and not os.path.isdir(config.cwd):
-            continue
-        read_fd, write_fd = os.pipe()
-        try:
-            popen = subprocess.Popen(
-                list(_argv(config)),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=write_fd,
-                env=server_env(config.env, environ),
-                cwd=config.cwd,
-                start_new_session=True,
-            )
-        except (OSError, ValueError):
-            os.close(read_fd)
-            continue
-        finally:
-            os.close(write_fd)
-        os.set_blocking(read_fd, False)
-        started.waiting[config.name] = Prestarted(popen, read_fd, _argv(config))
+    try:
+        for config in servers:
+            if config.type != "stdio" or not config.enabled or not config.command:
+                continue
+            if config.cwd and not os.path.isdir(config.cwd):
+                continue
+            with signals_held():  # a signal now would lose the Popen: it waits till it is kept
+                _spawn(config, environ, started)
+    except BaseException:  # a signal (or Ctrl-C) that waited: the caller never gets these
+        started.close()
+        raise
     return started
 
 
+def _spawn(config: ServerConfig, environ: Mapping[str, str], started: Prestarts) -> None:
+    """Start one server and keep it in `started`; one that cannot start is skipped."""
+    read_fd, write_fd = os.pipe()
+    try:
+        popen = subprocess.Popen(
+            list(_argv(config)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=write_fd,
+            env=server_env(config.env, environ),
+            cwd=config.cwd,
+            start_new_session=True,
+        )
+    except (OSError, ValueError):
+        os.close(read_fd)
+        return
+    finally:
+        os.close(write_fd)
+    os.set_blocking(read_fd, False)
+    started.waiting[config.name] = Prestarted(popen, read_fd, _argv(config))
+
+
 def stop_prestarted(started: Prestarted) -> None:
-    """SIGTERM to its group (only while the pid is still ours: not reaped), pipes closed."""
-    if started.popen.poll() is None:
+    """Stop one server: see stop_all."""
+    stop_all([started])
+
+
+def stop_all(servers: list[Prestarted], grace: float = STOP_GRACE) -> None:
+    """SIGTERM to each server's group and its pipes closed; after `grace` seconds SIGKILL
+    to every group, so a server that ignores SIGTERM (or leaves children behind) does not
+    outlive us. Each group is signalled only while its leader is unreaped (alive, or a
+    zombie holding the pid), so the pid cannot have been reused by another process."""
+    ours = [s for s in servers if s.popen.returncode is None]
+    for started in ours:
         with contextlib.suppress(OSError):
             os.killpg(started.popen.pid, signal.SIGTERM)
+    for started in servers:
+        _close_pipes(started)
+    deadline = time.monotonic() + grace
+    for started in ours:
+        _exited(started.popen.pid, deadline)
+    for started in ours:
+        with contextlib.suppress(OSError):
+            os.killpg(started.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            started.popen.wait(grace)
+
+
+def _exited(pid: int, deadline: float) -> bool:
+    """Wait until `pid` has exited, without reaping it (the zombie keeps the pid ours)."""
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped already
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def _close_pipes(started: Prestarted) -> None:
     for pipe in (started.popen.stdin, started.popen.stdout):
         with contextlib.suppress(OSError):
             pipe.close()  # type: ignore[union-attr]
@@ -101,8 +150,6 @@ def stop_prestarted(started: Prestarted) -> None:
         with contextlib.suppress(OSError):
             os.close(started.stderr)
         started.stderr = -1
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        started.popen.wait(0.5)
 
 
 class _PipeReader(anyio.abc.ByteReceiveStream):
