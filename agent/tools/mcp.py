@@ -46,6 +46,7 @@ from agent.auth.store import FileTokenStorage
 from agent.config import ServerConfig, server_env
 from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY, Redactor
+from agent.tools import server_card
 from agent.tools.base import (
     ConnectProblem,
     ProgressFn,
@@ -150,12 +151,11 @@ class MCPServerConnection(ToolServer):
             self._callbacks = replace(self._callbacks, list_roots=roots_callback(self.roots))
         self.auth: Provider | None = None
         self._auth_override = auth
+        self._login = login or LoginHost()
         self.token_store: FileTokenStorage | None = None
-        if auth is None and config.oauth_config() is not None:  # state: logs/ and oauth/
-            self.token_store = FileTokenStorage(log_dir.parent, config.url or "")
-            self.token_store.on_secret.append(self._learn_secret)
-            self.auth = build_provider(config, self.token_store, login or LoginHost())
-            self.auth.on_waiting = self._on_waiting
+        self._set_auth(log_dir.parent)
+        # `https://host` alone: the endpoint comes from the host's server card, read once.
+        self.card: server_card.Lookup | None = None
         self.log_path = log_dir / f"{_safe_filename(config.name)}.log"
         self.status.log_path = str(self.log_path)
         self._environ = os.environ if environ is None else environ
@@ -171,6 +171,26 @@ class MCPServerConnection(ToolServer):
         self._cap = _ToolCap(self.max_tools)
         self.list_warnings: list[str] = []  # tools skipped as malformed, for the registry
 
+    def _set_auth(self, state_dir: Path) -> None:
+        """OAuth for this endpoint when `oauth` asks for it (tokens kept per URL)."""
+        if self._auth_override is None and self.config.oauth_config() is not None:
+            self.token_store = FileTokenStorage(state_dir, self.config.url or "")
+            self.token_store.on_secret.append(self._learn_secret)
+            self.auth = build_provider(self.config, self.token_store, self._login)
+            self.auth.on_waiting = self._on_waiting
+
+    async def _read_card(self) -> None:
+        """Take the endpoint and transport the host's server card names (SEP-2127)."""
+        self.card = await server_card.discover(self.config.url or "", timeout=self.connect_timeout)
+        card = self.card.card
+        if card is None:
+            return
+        self._write_log(f"[agent] server card {card.source}: {card.endpoint} ({card.transport})")
+        self.config = self.config.model_copy(update={"url": card.endpoint, "type": card.transport})
+        self.status.transport, self.status.extra["card"] = card.transport, card.summary()
+        self._endpoint_path = httpx2.URL(card.endpoint).path
+        self._set_auth(self.log_path.parent.parent)
+
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         private_folder(self.log_path.parent)
         self._log = self._open_log()
@@ -180,7 +200,16 @@ class MCPServerConnection(ToolServer):
         _connection_log.set(self._write_log)  # inherited by the transport's tasks
         if self.config.include_tools is None:  # else the wanted ones may lie past the cap
             _tool_cap.set(self._cap)
-        client = await self._handshake(stack)
+        if self.card is None and server_card.wants_card(self.config):
+            await self._read_card()
+        try:
+            client = await self._handshake(stack)
+        except Exception as exc:
+            missing = self.card is not None and self.card.card is None
+            if not missing or (isinstance(exc, ConnectProblem) and exc.login_needed):
+                raise
+            assert self.card is not None
+            raise ConnectProblem(f"{describe_exception(exc)}; {self.card.missing()}") from exc
         self.instructions = client.instructions
         self.status.protocol = client.protocol_version
         self.status.extensions = tuple(sorted(client.server_capabilities.extensions or {}))
