@@ -205,7 +205,7 @@ class MCPServerConnection(ToolServer):
         try:
             client = await self._handshake(stack)
         except Exception as exc:
-            missing = self.card is not None and self.card.card is None
+            missing = self.card is not None and self.card.card is None and self.card.tried
             if not missing or (isinstance(exc, ConnectProblem) and exc.login_needed):
                 raise
             assert self.card is not None

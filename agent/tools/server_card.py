@@ -76,9 +76,20 @@ def origin(url: str) -> str:
 
 async def discover(base_url: str, *, timeout: float) -> Lookup:
     """The host's card (following its catalog if it has only that); raises ConnectProblem
-    for a card that is there but unusable, returns an empty Lookup when there is none."""
-    home = origin(base_url)
+    for a card that is there but unusable, returns an empty Lookup when there is none (or
+    the host does not answer: the connection itself will say why)."""
     lookup = Lookup()
+    try:
+        return await _discover(origin(base_url), lookup, timeout)
+    except _Unreachable:
+        return Lookup()  # nothing was learnt: the connect's own error says why
+
+
+class _Unreachable(Exception):
+    """The host did not answer at all: asking it more would only repeat the wait."""
+
+
+async def _discover(home: str, lookup: Lookup, timeout: float) -> Lookup:
     headers = {"Accept": f"{CARD_TYPE}, application/json"}
     async with httpx2.AsyncClient(timeout=timeout, headers=headers) as http:
         for path in CARD_PATHS:
@@ -97,21 +108,33 @@ async def discover(base_url: str, *, timeout: float) -> Lookup:
 
 
 async def _get(http: httpx2.AsyncClient, url: str, lookup: Lookup) -> Any:
-    """The JSON at `url`, or None when there is nothing there (404, 410)."""
+    """The JSON at `url`, or None when no card is there: an error status (servers answer
+    unknown paths with 404, 400 or 405) or a body that is not JSON. The body is read only
+    when it says it is JSON: a server at the root may answer every GET with an SSE stream
+    that never ends."""
     lookup.tried.append(url)
     try:
-        response = await http.get(url)
-    except httpx2.HTTPError as exc:
-        raise ConnectProblem(f"cannot read the server card {url}: {exc}") from None
-    if response.status_code in (404, 410):
-        return None
-    if not response.is_success:
-        raise ConnectProblem(f"server card {url}: HTTP {response.status_code}")
-    body = response.content[:MAX_CARD_BYTES]
+        async with http.stream("GET", url) as response:
+            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            if not response.is_success:
+                lookup.tried[-1] += f" (HTTP {response.status_code})"
+                return None
+            if kind != "application/json" and not kind.endswith("+json"):
+                lookup.tried[-1] += f" ({kind or 'no content type'}, not JSON)"
+                return None
+            body = b""
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_CARD_BYTES:
+                    raise ConnectProblem(
+                        f"server card {url} is larger than {MAX_CARD_BYTES:,} bytes"
+                    )
+    except httpx2.HTTPError:
+        raise _Unreachable from None
     try:
         return json.loads(body)
     except ValueError:
-        raise ConnectProblem(f"server card {url} is not JSON") from None
+        raise ConnectProblem(f"server card {url} is not valid JSON") from None
 
 
 def _catalog_card(doc: Any, home: str, where: str) -> str:
