@@ -71,6 +71,15 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class ModelPrice(_Frozen):
+    """US dollars per million tokens: prompt (`input`), reply (`output`), and prompt tokens
+    served from the provider's cache (`cached`; the input price when not given)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached: float | None = Field(default=None, ge=0)
+
+
 class LLMSettings(_Frozen):
     """Where the model lives and how to talk to it."""
 
@@ -93,6 +102,9 @@ class LLMSettings(_Frozen):
     # naming an offered tool; "text" describes the tools in the system prompt instead of
     # sending `tools` (endpoints without tool support); "native" never reads text calls.
     tool_calls: Literal["auto", "native", "text"] = "auto"
+    # Prices by model name ([llm.prices."name"] input/output/cached), over agent/prices.py's
+    # defaults for common hosted models; a model with neither costs "unknown".
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 class AgentSettings(_Frozen):

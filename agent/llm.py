@@ -98,13 +98,31 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     unreported: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
+    # What the requests cost (agent.prices); `unpriced` counts those with no known price.
+    cost_usd: float = 0.0
+    unpriced: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.unreported + other.unreported,
+            self.cached_tokens + other.cached_tokens,
+            self.cost_usd + other.cost_usd,
+            self.unpriced + other.unpriced,
         )
+
+    @property
+    def cost_known(self) -> bool:
+        """A price for every request and tokens reported for some: never a made-up 0."""
+        return self.unpriced == 0 and self.known
+
+    def shown_cost(self) -> str:
+        """The cost as a person reads it: "unknown", or dollars ("+": a lower bound)."""
+        if not self.cost_known:
+            return "unknown"
+        return f"${self.cost_usd:.4f}" + ("+" if self.unreported else "")
 
     @property
     def known(self) -> bool:
@@ -607,7 +625,12 @@ async def _before(deadline: float, step: Awaitable[T]) -> T:
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
+    """OpenAI says cached prompt tokens in prompt_tokens_details; DeepSeek as cache hits."""
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = cached or raw.get("prompt_cache_hit_tokens") or 0
+    prompt, completion = int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0)
+    return Usage(prompt, completion, cached_tokens=min(int(cached), prompt))
 
 
 def _error_message(error: dict[str, Any], exc: Any) -> str:

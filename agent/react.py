@@ -148,9 +148,12 @@ class Agent:
         tool_calls: ToolCallMode = "auto",
         hooks: Hooks | None = None,
         results: ResultStore | None = None,
+        price: Callable[[Usage], Usage] | None = None,
     ) -> None:
         self.results = results  # big results kept whole, paged with read_result (None: cut)
         self.model = model
+        # One request's usage -> with its cost (agent.prices); none: every cost is unknown.
+        self._price = price or (lambda usage: replace(usage, unpriced=1))
         self.hooks = hooks  # the user's hooks (agent.hooks); None: none configured
         self._stop_active = False  # a Stop hook sent the model back to work this run
         # auto: calls written as text to offered tools run; text: the endpoint takes no
@@ -192,7 +195,8 @@ class Agent:
         return self._run_usage
 
     def count_usage(self, usage: Usage) -> None:
-        """Tokens spent for this run outside the loop (a server's sampling request)."""
+        """Tokens of one request (the loop's, or a server's sampling request), priced."""
+        usage = self._price(usage)
         self._run_usage += usage
         self.session_usage += usage
 

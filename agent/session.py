@@ -40,6 +40,7 @@ from agent.hook_files import HookSet
 from agent.llm import DEFAULT_MAX_TOKENS, OpenAIModel, warm_model_imports
 from agent.local import describe_ports, find_local_server
 from agent.memory import Memory, describe_environment
+from agent.prices import PriceTable
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.server_requests import ServerRequests
 from agent.session_hooks import read_hooks, session_hooks, start_session
@@ -259,7 +260,14 @@ def build_agent(
         tool_calls=settings.llm.tool_calls,
         results=ResultStore(session.transcript.path.with_suffix(".results"), registry.redact),
         hooks=session_hooks(hookset or HookSet(), settings, approval, session),
+        price=pricing(settings, model),
     )
+
+
+def pricing(settings: Settings, model: OpenAIModel) -> Callable[[Usage], Usage]:
+    """Each request priced by the model it went to (/model may change it mid-session)."""
+    table = PriceTable(settings.llm.prices)
+    return lambda usage: table.priced(model.model, usage)
 
 
 def tool_search(
@@ -361,8 +369,11 @@ class RunRecord:
             "duration_ms": round(ms, 1),
         }
 
-    def to_json(self, usage_so_far: Usage | None = None) -> dict[str, Any]:
-        """`usage_so_far` (the agent's count) stands in when the run was cut short."""
+    def to_json(
+        self, usage_so_far: Usage | None = None, session: Usage | None = None
+    ) -> dict[str, Any]:
+        """`usage_so_far` (the agent's count) stands in when the run was cut short;
+        `session`: the session's usage (the turn's is the run's)."""
         done = self.finished or RunFinished(
             "cancelled", None, self.steps, usage_so_far or Usage(), "interrupted"
         )
@@ -375,13 +386,25 @@ class RunRecord:
             "status": done.status,
             "steps": done.steps,
             "tool_calls": self.tool_calls,
-            "usage": {  # null: the server reported no usage (many local servers do not)
-                "prompt_tokens": done.usage.prompt_tokens if done.usage.known else None,
-                "completion_tokens": done.usage.completion_tokens if done.usage.known else None,
+            "usage": {
+                **usage_json(done.usage),
+                **({"session": usage_json(session)} if session is not None else {}),
             },
             "error": done.error,
             "servers": self.servers,
         }
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """Token counts (null: the server reported none, as many local servers do) and the
+    cost in US dollars, or "unknown" (no price for the model, or no counts): never 0."""
+    known = usage.known
+    return {
+        "prompt_tokens": usage.prompt_tokens if known else None,
+        "completion_tokens": usage.completion_tokens if known else None,
+        "cached_tokens": usage.cached_tokens if known else None,
+        "cost_usd": round(usage.cost_usd, 6) if usage.cost_known else "unknown",
+    }
 
 
 def print_answer(answer: str) -> None:
@@ -421,7 +444,10 @@ async def _single(
         renderer.close()
         if output == "json":
             so_far = agent.run_usage if agent is not None else None
-            line = json.dumps(redact.deep(record.to_json(so_far)), ensure_ascii=False)
+            session_usage = agent.session_usage if agent is not None else None
+            line = json.dumps(
+                redact.deep(record.to_json(so_far, session_usage)), ensure_ascii=False
+            )
             print(json_text(valid_unicode(line)), flush=True)
         elif record.finished is not None and record.finished.answer is not None:
             print_answer(redact(record.finished.answer))

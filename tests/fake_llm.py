@@ -49,6 +49,7 @@ class Turn:
     chunk: int = 4
     finish_reason: str | None = None
     usage: tuple[int, int] | None = (12, 7)  # None: the server reports no usage
+    cached: int = 0  # of the prompt tokens, from the provider's cache (OpenAI's details)
     body: dict[str, Any] | None = None  # an error's JSON body, verbatim
     cut: int | None = None  # end the stream cleanly after this many chunks (role chunk not counted)
 
@@ -255,15 +256,18 @@ def _completion(turn: Turn, completion_id: str, model: str) -> dict[str, Any]:
     }
 
 
-def _usage(turn: Turn) -> dict[str, int] | None:
+def _usage(turn: Turn) -> dict[str, Any] | None:
     if turn.usage is None:
         return None
     prompt, completion = turn.usage
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if turn.cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": turn.cached}
+    return usage
 
 
 async def _stream_events(

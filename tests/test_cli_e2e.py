@@ -74,7 +74,9 @@ def test_output_json_is_valid_and_complete(tmp_path: Path) -> None:
     assert result["servers"] == [{"name": "time", "state": "ready", "error": None}]
     assert result["answer"] == "done" and result["status"] == "answered"
     assert result["steps"] == 2 and result["error"] is None
-    assert result["usage"] == {"prompt_tokens": 24, "completion_tokens": 14}
+    # The default model's list price: 24 x $0.15 + 14 x $0.60 per million tokens.
+    turn = {"prompt_tokens": 24, "completion_tokens": 14, "cached_tokens": 0, "cost_usd": 1.2e-05}
+    assert result["usage"] == {**turn, "session": turn}
     good, unknown = result["tool_calls"]
     assert good["server"] == "time" and good["tool"] == "get_current_time"
     assert good["name"] == "time__get_current_time" and good["arguments"] == {"timezone": "UTC"}
@@ -331,7 +333,7 @@ def test_ctrl_c_in_a_single_shot_json_run_reports_the_cut_short_call(tmp_path: P
     assert "interrupted" in stderr
     report = json.loads(stdout)
     assert report["status"] == "cancelled" and report["steps"] == 1
-    assert report["usage"] == {"prompt_tokens": 12, "completion_tokens": 7}
+    assert report["usage"]["prompt_tokens"] == 12 and report["usage"]["completion_tokens"] == 7
     [call] = report["tool_calls"]
     assert call["name"] == "local__bash" and call["is_error"]
     assert "cancelled" in call["output"] and call["duration_ms"] > 0

@@ -186,7 +186,12 @@ async def test_usage_the_server_does_not_report_is_unknown_not_zero() -> None:
     usage = items[-1].usage
     assert not usage.known and usage.shown(usage.prompt_tokens) == "unknown"
     record = RunRecord(RunFinished("answered", "hi", 1, usage))
-    assert record.to_json()["usage"] == {"prompt_tokens": None, "completion_tokens": None}
+    assert record.to_json()["usage"] == {
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "cached_tokens": None,
+        "cost_usd": "unknown",
+    }
     partial = Usage(10, 5) + usage  # one request of two reported: a lower bound
     assert partial.known and partial.shown(15) == "15+"
 

@@ -100,7 +100,7 @@ class Repl:
             ("model", "show or set the model: /model [name]", self._model),
             ("clear", "forget the conversation", self._clear),
             ("history", "show the conversation so far", self._history),
-            ("usage", "tokens used this session", self._usage),
+            ("usage", "tokens and cost of the last turn and the session", self._usage),
             ("hooks", "the active hooks and where they came from", self._hooks),
             (
                 "approve",
@@ -506,14 +506,14 @@ class Repl:
         )
 
     async def _usage(self, arg: str) -> None:
-        table = Table("", "prompt", "completion", "total", box=None)
+        table = Table("", "prompt", "cached", "completion", "total", "cost", box=None)
         for label, usage in (
             ("last turn", self.agent.run_usage),
             ("session", self.agent.session_usage),
         ):
             total = usage.prompt_tokens + usage.completion_tokens
-            counts = (usage.prompt_tokens, usage.completion_tokens, total)
-            table.add_row(label, *(usage.shown(n) for n in counts))
+            counts = (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, total)
+            table.add_row(label, *(usage.shown(n) for n in counts), usage.shown_cost())
         self.console.print(table)
 
     async def _approve(self, arg: str) -> None:
