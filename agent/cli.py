@@ -308,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
         args = _resume_default(list(argv if argv is not None else sys.argv[1:]))
         if args[:1] == ["trust"]:  # `run_mcp.py trust [PATH]`: agent/trust_cli.py
             code = trust_app(args=args[1:], prog_name="run_mcp.py trust", standalone_mode=False)
+        elif args[:1] == ["mcp"]:  # `run_mcp.py mcp add|list|get|remove`: agent/mcp_cli.py
+            from agent.mcp_cli import mcp_app
+
+            rest = args[1:] or ["--help"]
+            code = mcp_app(args=rest, prog_name="run_mcp.py mcp", standalone_mode=False)
         else:
             with ending_signals_raise():  # before any server starts
                 code = app(args=args, standalone_mode=False)
