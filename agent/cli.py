@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from agent.config import ServerConfig, Settings, build_settings
+from agent.config import ServerConfig, Settings, build_settings, infer_type
 from agent.errors import AgentError, ConfigError
 from agent.private import make_non_dumpable
 from agent.redact import PATTERNS_ONLY
@@ -48,13 +48,16 @@ def parse_header(value: str) -> tuple[str, str]:
 
 
 def cli_server(
-    connection: str,
+    connection: str | None,
     server_url: str | None,
     server_command: str | None,
     headers: list[str],
     name: str,
 ) -> ServerConfig | None:
-    """The server named on the command line, if any."""
+    """The server named on the command line, if any. Without --connection: stdio, or for
+    --server-url what the mcpServers file would infer (`.../sse` is sse, else http)."""
+    if connection is None:
+        connection = "stdio" if not server_url else infer_type({"url": server_url}, "--server-url")
     if connection not in ("stdio", "sse", "http", "openapi"):
         raise ConfigError(f"--connection {connection!r}: use stdio, sse, http or openapi")
     parsed = dict(parse_header(h) for h in headers)
@@ -124,13 +127,14 @@ def ask_at_terminal(input_id: str, description: str, password: bool) -> str:
 @app.command()
 def run(
     connection: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--connection",
             "-c",
-            help="Transport of the server named on the command line: stdio, sse, http or openapi.",
+            help="Transport of the server named on the command line: stdio, sse, http or "
+            "openapi (default: stdio; with --server-url, sse for .../sse, else http).",
         ),
-    ] = "stdio",  # noqa: E501
+    ] = None,
     server_url: Annotated[
         str | None,
         typer.Option(

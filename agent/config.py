@@ -336,7 +336,7 @@ def _validation_message(exc: ValidationError, where: str) -> str:
     return f"{key}: {first['msg']}"
 
 
-def _infer_type(raw: Mapping[str, Any], where: str) -> Transport:
+def infer_type(raw: Mapping[str, Any], where: str) -> Transport:
     declared = raw.get("type", raw.get("transport"))
     if declared is not None:
         if not isinstance(declared, str) or declared.lower() not in _TYPE_ALIASES:
@@ -368,7 +368,7 @@ def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) ->
     data = expand_vars(kept, environ, where, strict=not disabled)
     if disabled and _VAR.search(str(data.get("type", data.get("transport", "")))):
         data = {k: v for k, v in data.items() if k not in ("type", "transport")}
-    kind = _infer_type(data, where)
+    kind = infer_type(data, where)
     data = {k: v for k, v in data.items() if k not in _IGNORED_KEYS}
     if disabled:
         data["enabled"] = False

@@ -62,7 +62,7 @@ def greet_script() -> list[Any]:
 
 def run_against(port: int, tmp_path: Path, llm: ScriptedLLM, *args: str) -> Any:
     return run_cli(
-        ["-c", "http", "--server-url", f"http://127.0.0.1:{port}", "--server-name", "notes", *args],
+        ["--server-url", f"http://127.0.0.1:{port}", "--server-name", "notes", *args],
         tmp_path,
         base_url=llm.base_url,
     )
@@ -96,7 +96,9 @@ def test_servers_shows_the_cards_name_version_and_description(tmp_path: Path) ->
     assert f"http://127.0.0.1:{port}/.well-known/mcp/server-card" in out
 
 
-def test_the_catalog_form_names_the_card(tmp_path: Path) -> None:
+def test_a_config_entry_with_only_a_base_url_follows_the_catalog_to_the_card(
+    tmp_path: Path,
+) -> None:
     documents = {
         "/.well-known/mcp/catalog.json": lambda origin: {
             "specVersion": "draft",
@@ -111,8 +113,14 @@ def test_the_catalog_form_names_the_card(tmp_path: Path) -> None:
         },
         "/mcp/server-card": lambda origin: card(f"{origin}/mcp"),
     }
+    config = tmp_path / "mcp.json"
     with serve(host(documents), lifespan="on") as port, ScriptedLLM(*greet_script()) as llm:
-        proc = run_against(port, tmp_path, llm, "-p", "greet Ada", "-y")
+        config.write_text(
+            json.dumps({"mcpServers": {"notes": {"url": f"http://127.0.0.1:{port}"}}})
+        )
+        proc = run_cli(
+            ["--mcp-config", str(config), "-p", "greet Ada", "-y"], tmp_path, base_url=llm.base_url
+        )
     assert proc.returncode == 0, proc.stderr
     assert "hello Ada" in json.dumps(llm.requests[1]["messages"][-1])
 

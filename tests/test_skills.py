@@ -182,6 +182,7 @@ def test_server_skills_are_indexed_loaded_on_demand_and_digest_checked(tmp_path:
         tool_calls(
             ("load_skill", {"name": "docs:release-notes", "file": "templates/notes.md"}),
             ("load_skill", {"name": "docs:tampered"}),
+            ("read_resource", {"server": "docs", "uri": "skill://tampered/SKILL.md"}),
         ),
         text("notes written"),
     ]
@@ -196,10 +197,11 @@ def test_server_skills_are_indexed_loaded_on_demand_and_digest_checked(tmp_path:
     loaded = tool_messages(second)[0]
     assert skills_server.RELEASE_BODY in loaded
     assert "skill 'docs:release-notes' from MCP server 'docs'" in loaded
-    template, tampered = tool_messages(third)[-2:]
+    template, tampered, read = tool_messages(third)[-3:]
     assert "NOTES-TEMPLATE" in template
     assert tampered.startswith("Error: skill 'docs:tampered' refused")
     assert "does not match the digest" in tampered
+    assert "refused" in read  # read_resource of a skill's SKILL.md is a load, checked the same
     assert "TAMPERED-BODY" not in json.dumps(llm.requests)
     served = Path(paths["log"]).read_text().splitlines()
     assert served[0] == "skills/list"  # the listing at start fetched no file
