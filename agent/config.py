@@ -27,6 +27,8 @@ from agent.config_files import default_files, find_mcp_config
 from agent.dialects import Dialects, InputAsker, declared_inputs
 from agent.errors import ConfigError
 from agent.redact import PATTERNS_ONLY, Redactor, header_secrets, is_secret_name
+from agent.saved_approvals import load as load_approvals
+from agent.saved_approvals import with_saved as with_saved_approvals
 from agent.trust import decide as decide_trust
 
 Transport = Literal["stdio", "sse", "http", "openapi"]
@@ -195,7 +197,7 @@ class ServerConfig(_Frozen):
     roots: tuple[str, ...] | Literal[False] | None = None
     # Tools approved without asking: true (all of this server's), or the server's own names.
     trust: bool | tuple[str, ...] = False
-    # The mcpServers file this server was read from (where /approve save writes `trust`).
+    # The mcpServers file this server was read from (/approve save keys its approvals by it).
     config_file: str | None = Field(default=None, exclude=True)
     # Secrets it holds that no key name says are secret (a masked `${input:...}` answer).
     secrets: tuple[str, ...] = Field(default=(), repr=False, exclude=True)
@@ -577,7 +579,8 @@ def build_settings(
     by_name: dict[str, ServerConfig] = {}
     for mcp_path in mcp_paths:  # a later file's entry wins (the project's over the user's)
         by_name.update((s.name, s) for s in load_mcp_config(mcp_path, environ, dialects))
-    servers = list(by_name.values())
+    saved = load_approvals(state_dir)  # /approve save keeps them in a file of our own
+    servers = [with_saved_approvals(s, saved) for s in by_name.values()]
     if cli_server is not None:
         if clash := by_name.get(cli_server.name):
             raise ConfigError(

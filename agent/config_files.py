@@ -4,18 +4,13 @@ Finding: besides ./config/, a user-level folder (`$MCP_AGENT_CONFIG_DIR`, else
 `$XDG_CONFIG_HOME/mcp-agent`, else `~/.config/mcp-agent`), and the files other MCP clients
 keep by name (`--mcp-config claude|cursor|vscode`), so a user points at what they have.
 
-Writing: a tool approved "always" can be kept as the server's `trust` in the mcpServers file
-it came from (only when the user asks, with `/approve save`). The file is read again,
-changed in that one entry and replaced atomically with its mode kept; a file that cannot be
-read or no longer holds the server is left alone.
+Nothing here writes to these files: `/approve save` keeps its approvals in a file of our
+own (agent/saved_approvals.py), since a config may be another program's, or a symlink.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from agent.errors import ConfigError
@@ -102,39 +97,3 @@ def default_files(
     clients = [p.parent / name for p in own for name in PROJECT_CLIENT_FILES]
     servers = [*([user / "mcp.json"] if user else []), *clients, *(p / "mcp.json" for p in own)]
     return toml, [p for p in servers if p.is_file()]
-
-
-def save_trust(path: Path, server: str, tools: Iterable[str]) -> list[str]:
-    """Add `tools` to `server`'s `trust` list in `path`; returns the names added."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot update it ({exc})") from None
-    servers = doc.get("mcpServers", doc.get("servers")) if isinstance(doc, dict) else None
-    entry = servers.get(server) if isinstance(servers, dict) else None
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{path}: no server '{server}' in it any more")
-    trust = entry.get("trust", [])
-    if trust is True:
-        return []
-    kept = list(trust) if isinstance(trust, list) else []
-    added = [tool for tool in dict.fromkeys(tools) if tool not in kept]
-    if not added:
-        return []
-    entry["trust"] = kept + added
-    _replace(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    return added
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically, keeping the file's permissions."""
-    mode = path.stat().st_mode & 0o777
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise

@@ -49,6 +49,7 @@ async def drive(
     tmp_path: Path,
     approval: ApprovalPolicy | None = None,
     tool_search: ToolSearch | None = None,
+    settings: Settings | None = None,
 ) -> tuple[str, Repl]:
     out = io.StringIO()
     console = Console(file=out, width=120, force_terminal=False, color_system=None)
@@ -62,7 +63,7 @@ async def drive(
             session,
             agent,
             registry,
-            Settings(),
+            settings or Settings(),
             EventRenderer(console, stream_answer=True),
             transcript,
         )

@@ -1,6 +1,8 @@
 """Trust per tool in the config: `trust` (true, or the server's own tool names) approves
 those tools without asking, in the REPL and in single-shot runs without --yes; the
-approval prompt's "always" is written back to the mcpServers file by `/approve save`.
+approval prompt's "always" is kept by `/approve save` in a file of our own (never in the
+mcpServers file, which may be another program's or a symlink), per file, server and what
+that server runs.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import saved_approvals
 from agent.approval import ApprovalPolicy, ApprovalRequest
 from agent.config import build_settings
 from agent.tools.registry import ToolRegistry
@@ -36,8 +39,12 @@ def write_config(tmp_path: Path, **extra: object) -> Path:
 
 def settings_from(config: Path, tmp_path: Path):  # noqa: ANN201 - Settings
     return build_settings(
-        config_path=None, mcp_config_path=config, cli_server=None, environ={}, workspace=tmp_path
-    ).model_copy(update={"state_dir": tmp_path / "state"})
+        config_path=None,
+        mcp_config_path=config,
+        cli_server=None,
+        environ={"MCP_AGENT_STATE_DIR": str(tmp_path / "state")},
+        workspace=tmp_path,
+    )
 
 
 @pytest.fixture
@@ -50,18 +57,27 @@ async def registry(tmp_path: Path) -> AsyncIterator[ToolRegistry]:
         yield reg
 
 
-async def test_always_then_approve_save_writes_trust_that_the_next_run_honours(
+async def test_always_then_approve_save_keeps_it_in_our_file_and_the_next_run_honours_it(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:
     model = FakeModel([calls(("time__get_current_time", {"timezone": "UTC"})), answer("one")])
     policy = ApprovalPolicy(mode="ask")
-    out, _ = await drive(registry, model, ["t1", "a", "/approve save"], tmp_path, approval=policy)
     config = tmp_path / "mcp.json"
+    before = config.read_bytes()
+    out, _ = await drive(
+        registry,
+        model,
+        ["t1", "a", "/approve save"],
+        tmp_path,
+        approval=policy,
+        settings=settings_from(config, tmp_path),
+    )
+    kept = tmp_path / "state" / "approvals.json"
     assert "/approve save keeps it in the config" in out
-    assert "time trust += get_current_time" in out
-    entry = json.loads(config.read_text())["mcpServers"]["time"]
-    assert entry["trust"] == ["get_current_time"]
-    assert config.stat().st_mode & 0o777 == 0o640  # its permissions kept
+    said = " ".join(out.split())  # the console wraps long lines
+    assert f"time trust += get_current_time (kept in {kept}, for {config})" in said
+    assert config.read_bytes() == before  # the mcpServers file is never rewritten
+    assert kept.stat().st_mode & 0o777 == 0o600
     settings = settings_from(config, tmp_path)
     assert settings.trusts("time", "get_current_time")
     assert not settings.trusts("time", "convert_time")
@@ -99,3 +115,34 @@ def test_a_trusted_tool_runs_in_a_single_shot_run_without_yes(tmp_path: Path) ->
     calls_made = json.loads(proc.stdout)["tool_calls"]
     assert not calls_made[0]["is_error"]  # trusted: ran
     assert calls_made[1]["is_error"] and "Not run" in calls_made[1]["output"]  # not trusted
+
+
+def test_kept_approvals_follow_what_the_server_runs_and_leave_symlinks_links(
+    tmp_path: Path,
+) -> None:
+    """Claude Desktop's config, a symlink into a dotfiles folder, is never written; our own
+    approvals file, a symlink too, is written through; an entry changed to run something
+    else loses the approvals."""
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    desktop = write_config(dotfiles)
+    link = tmp_path / "claude_desktop_config.json"
+    link.symlink_to(desktop)
+    state = tmp_path / "state"
+    state.mkdir()
+    (dotfiles / "approvals.json").write_text("{}")
+    (state / "approvals.json").symlink_to(dotfiles / "approvals.json")
+    before = desktop.read_bytes()
+    cfg = settings_from(link, tmp_path).servers[0]
+    print_ = saved_approvals.fingerprint(cfg.command, cfg.args, cfg.url)
+    path, added = saved_approvals.save(state, str(link), "time", print_, ["get_current_time"])
+    assert added == ["get_current_time"] and path == state / "approvals.json"
+    assert desktop.read_bytes() == before and link.is_symlink()
+    assert (state / "approvals.json").is_symlink()  # written through: the link is kept
+    assert "get_current_time" in (dotfiles / "approvals.json").read_text()
+    assert settings_from(link, tmp_path).trusts("time", "get_current_time")
+    assert settings_from(desktop, tmp_path).trusts("time", "get_current_time")  # same file
+    command, args = time_server_command()
+    other = {"command": command, "args": [*args, "--other"]}
+    desktop.write_text(json.dumps({"mcpServers": {"time": other}}))
+    assert not settings_from(link, tmp_path).trusts("time", "get_current_time")

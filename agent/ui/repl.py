@@ -14,7 +14,6 @@ import shlex
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,11 +23,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent import saved_approvals
 from agent.approval import ApprovalRequest, Decision
 from agent.auth.provider import forget
 from agent.catalog import Catalog
 from agent.config import Settings
-from agent.config_files import save_trust
 from agent.errors import ConfigError, ToolServerError
 from agent.events import RunFinished
 from agent.hook_files import HookSet
@@ -539,7 +538,8 @@ class Repl:
             self.console.print(Text(f"trusted in the config: {'; '.join(trusted)}"))
 
     def _save_trust(self) -> None:
-        """Write this session's "always" answers into each server's mcpServers entry."""
+        """Keep this session's "always" answers in our own file (agent/saved_approvals.py),
+        never in the mcpServers file: it may be another program's, or a symlink."""
         by_server: dict[str, list[str]] = {}
         for server, tool in sorted(self.agent.approval.always):
             by_server.setdefault(server, []).append(tool)
@@ -551,13 +551,17 @@ class Repl:
                 line = f'{server}: not from an mcpServers file; add "trust" to its entry'
                 self.console.print(Text(line, style="yellow"))
                 continue
+            print_ = saved_approvals.fingerprint(cfg.command, cfg.args, cfg.url)
             try:
-                added = save_trust(Path(cfg.config_file), server, tools)
+                path, added = saved_approvals.save(
+                    self.settings.state_dir, cfg.config_file, server, print_, tools
+                )
             except ConfigError as exc:
                 self.console.print(Text(exc.message, style="red"))
                 continue
             done = ", ".join(added) if added else "already there"
-            self.console.print(Text(f"{cfg.config_file}: {server} trust += {done}"))
+            line = f"{server} trust += {done} (kept in {path}, for {cfg.config_file})"
+            self.console.print(Text(line))
 
     async def _save(self, arg: str) -> None:
         """Markdown as shown on screen: secrets masked, control characters as escapes."""
