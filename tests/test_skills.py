@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent.config import Settings
-from agent.skill_files import find_local_skills, split_front_matter
+from agent.skill_files import split_front_matter
 from tests import skills_server
 from tests.cli import run_cli
 from tests.fake_llm import ScriptedLLM, text, tool_calls
@@ -92,20 +91,20 @@ def test_a_file_is_refused_before_its_skill_is_loaded(tmp_path: Path) -> None:
 
 
 def test_project_skills_are_read_only_in_a_trusted_folder(tmp_path: Path) -> None:
-    write_skill(tmp_path / "user" / "mcp-agent" / "skills", "deploy", "Deploy (user)", "U")
-    write_skill(tmp_path / "project" / ".claude" / "skills", "deploy", "Deploy (project)", "P")
-    write_skill(tmp_path / "project" / ".mcp-agent" / "skills", "lint", "Lint the code", "L")
-    environ = {"XDG_CONFIG_HOME": str(tmp_path / "user")}
-    untrusted = Settings(workspace=tmp_path / "project", workspace_trusted=False)
-    found, _ = find_local_skills(untrusted, environ)
-    assert [(s.name, s.source) for s in found] == [("deploy", "user")]
-    trusted = untrusted.model_copy(update={"workspace_trusted": True})
-    found, _ = find_local_skills(trusted, environ)
-    assert sorted((s.name, s.source) for s in found) == [
-        ("deploy", "project"),
-        ("deploy", "user"),
-        ("lint", "project"),
-    ]
+    write_skill(user_skills(tmp_path), "deploy", "Deploy (user)", "USER-DEPLOY")
+    write_skill(tmp_path / ".claude" / "skills", "deploy", "Deploy (project)", "PROJECT")
+    write_skill(tmp_path / ".mcp-agent" / "skills", "lint", "Lint the code", "LINT")
+    with ScriptedLLM(text("one"), text("two")) as llm:
+        plain = run_cli(["-p", "hi"], tmp_path, base_url=llm.base_url)
+        trusted = run_cli(["--trust-workspace", "-p", "hi"], tmp_path, base_url=llm.base_url)
+    assert plain.returncode == 0 and trusted.returncode == 0, plain.stderr + trusted.stderr
+    untrusted_index = load_skill_description(llm.requests[0])
+    assert "- deploy: Deploy (user)" in untrusted_index
+    assert "project" not in untrusted_index and "lint" not in untrusted_index
+    index = load_skill_description(llm.requests[1])
+    assert "- deploy: Deploy (user)" in index  # the user's own keeps the bare name
+    assert "- project:deploy: Deploy (project)" in index  # none is dropped
+    assert "- lint: Lint the code" in index
 
 
 def test_front_matter_subset_is_parsed_and_broken_skills_are_warned_about(tmp_path: Path) -> None:
