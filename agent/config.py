@@ -114,6 +114,9 @@ class AgentSettings(_Frozen):
 
     max_steps: int = Field(default=20, gt=0)
     max_observe: int = Field(default=20_000, gt=100)
+    # Older turns are summarised by the model when a request would pass this share of
+    # [llm] context_window (0: never; /compact still does it).
+    compact_at: float = Field(default=0.8, ge=0, le=1)
     system_prompt: str | None = None
     connect_timeout: float = Field(default=30.0, gt=0)
     tool_timeout: float = Field(default=60.0, gt=0)

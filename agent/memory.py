@@ -85,6 +85,7 @@ class Memory:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     messages: list[Message] = field(default_factory=list)
     sink: Callable[[Message], None] | None = None  # the transcript: sees every message added
+    marker: Callable[..., None] | None = None  # the transcript's other records (compaction)
     # id(message) -> (message, tokens): messages are never edited once added, so each is
     # estimated once instead of re-serialising the whole history at every step.
     _costs: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
@@ -149,6 +150,16 @@ class Memory:
     def rewrite(self, change: Callable[[Message], Message]) -> None:
         """Replace messages by `change(message)` (e.g. images the endpoint refuses)."""
         self.messages[:] = [change(m) for m in self.messages]
+
+    def replace(self, messages: list[Message], kind: str, **note: Any) -> None:
+        """A new history (a compaction): the transcript records `kind` with `note`, then the
+        new history after a clear, so a resumed session gets exactly this one back."""
+        if self.marker is not None:
+            self.marker(kind, **note)
+            self.marker("clear")
+        self.clear()
+        for message in messages:
+            self._append(message)
 
     def clear(self) -> None:
         self.messages.clear()

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import anyio
 
 from agent.approval import ApprovalPolicy, ApprovalRequest
+from agent.compaction import KEEP_SHARE, compact, record
 from agent.errors import ContextOverflowError, ModelError, ToolsUnsupportedError
 from agent.events import (
     AssistantMessage,
@@ -149,7 +150,10 @@ class Agent:
         hooks: Hooks | None = None,
         results: ResultStore | None = None,
         price: Callable[[Usage], Usage] | None = None,
+        compact_at: float = 0.8,
     ) -> None:
+        self.compact_at = compact_at  # share of the window that triggers compaction (0: off)
+        self._compaction_tried = False  # this run: compacting again would not help
         self.results = results  # big results kept whole, paged with read_result (None: cut)
         self.model = model
         # One request's usage -> with its cost (agent.prices); none: every cost is unknown.
@@ -204,6 +208,7 @@ class Agent:
         """Handle one user request; the last event is always RunFinished (unless cancelled)."""
         self._run_usage, self._seen, self._stop_active = Usage(), Counter(), False
         self._request = request
+        self._compaction_tried = False
         yield RunStarted(request)
         hooked = await self._fire("UserPromptSubmit", request)
         for warning in hooked.warnings:
@@ -312,6 +317,10 @@ class Agent:
     async def _think(self) -> AsyncIterator[Event | Reply]:
         await self.tools.settle()
         tools, tools_tokens = self._tool_list()
+        if self._over_compaction_threshold(tools_tokens):
+            self._compaction_tried = True
+            yield await self.compact()
+            tools, tools_tokens = self._tool_list()
         cap: int | None = None  # after an overflow: a budget below what was just refused
         last: Fitted | None = None
         for _ in range(OVERFLOW_RESENDS + 1):
@@ -386,6 +395,46 @@ class Agent:
 
     def _text_call_id(self) -> str:
         return f"call_{self._text_id_prefix}_{next(self._text_ids)}"
+
+    def _over_compaction_threshold(self, tools_tokens: int) -> bool:
+        if not self.compact_at or self._compaction_tried:
+            return False
+        size = estimate_tokens(self.memory.system_prompt) + tools_tokens
+        size += sum(self.memory.cost(m) for m in self.memory.messages)
+        return size * self._token_scale > self.compact_at * self.context_window
+
+    async def compact(self, focus: str = "") -> Notice:
+        """Summarise older turns into one message (`/compact [focus]`, and automatically
+        past `compact_at`); on failure, trimming stays the fallback. See agent.compaction."""
+        reserve = min(self.reserve_tokens, self.context_window // 4)
+        room = int((self.context_window - reserve) / self._token_scale)
+        try:
+            done = await compact(
+                self.model,
+                self.memory,
+                request_tokens=room,
+                keep_tokens=int(room * KEEP_SHARE),
+                focus=focus,
+                request=getattr(self, "_request", ""),
+            )
+        except ModelError as exc:
+            return Notice(
+                f"compaction failed ({exc.message}); older messages are left out of requests "
+                "instead when the window is full",
+                "warning",
+            )
+        if done is None:
+            return Notice("nothing to compact: the conversation is short", "info")
+        self.count_usage(done.usage)
+        self.memory.replace(done.messages, "compaction", **record(done, focus))
+        self._dropped_shown = 0
+        summary = estimate_tokens(done.summary)
+        return Notice(
+            f"compacted {done.replaced} older messages (~{done.replaced_tokens} tokens) into a "
+            f"summary (~{summary} tokens, {done.requests} request"
+            f"{'s' if done.requests != 1 else ''}); the last turns are kept as they were",
+            "info",
+        )
 
     def _refused_images(self, exc: ModelError, sent: list[dict[str, Any]]) -> bool:
         """With vision auto, a request with images that the endpoint refused as invalid

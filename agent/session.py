@@ -240,6 +240,7 @@ def build_agent(
     )
     memory.messages.extend(session.messages)
     memory.sink = session.transcript.append
+    memory.marker = session.transcript.mark
     for call_id in memory.pending_call_ids():  # a session killed mid-step
         memory.add_tool_result(call_id, "Error: interrupted before it finished")
     approval = ApprovalPolicy(mode=settings.ui.approval, ask=ask, trusted=settings.trusts)
@@ -258,6 +259,7 @@ def build_agent(
         tool_search=tool_search(settings, skills.search if skills is not None else None),
         vision=vision_mode(settings.llm.vision),
         tool_calls=settings.llm.tool_calls,
+        compact_at=settings.agent.compact_at,
         results=ResultStore(session.transcript.path.with_suffix(".results"), registry.redact),
         hooks=session_hooks(hookset or HookSet(), settings, approval, session),
         price=pricing(settings, model),

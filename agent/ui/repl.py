@@ -98,6 +98,7 @@ class Repl:
             ("skill", "use a skill in a turn: /skill NAME [request]", self._skill),
             ("model", "show or set the model: /model [name]", self._model),
             ("clear", "forget the conversation", self._clear),
+            ("compact", "summarise older turns into one message: /compact [focus]", self._compact),
             ("history", "show the conversation so far", self._history),
             ("usage", "tokens and cost of the last turn and the session", self._usage),
             ("hooks", "the active hooks and where they came from", self._hooks),
@@ -482,6 +483,9 @@ class Repl:
         if arg:
             self.agent.model.model = arg
         self.console.print(Text(f"model: {self.agent.model.model}"))
+
+    async def _compact(self, arg: str) -> None:
+        self.renderer.handle(await self.agent.compact(arg.strip()))
 
     async def _clear(self, arg: str) -> None:
         self.agent.memory.clear()
