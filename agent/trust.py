@@ -147,14 +147,16 @@ def remember(state_dir: Path, folder: Path, answer: Answer | None) -> Path:
 # --------------------------------------------------------------------------- telling the user
 
 
-def hint(trust: Trust) -> str:
+def hint(trust: Trust, environ: Mapping[str, str] | None = None) -> str:
     """The one stderr line of a run that leaves the folder's files unread."""
     files = ", ".join(trust.files)
     why = "you chose never to trust this folder" if trust.never else "this folder is not trusted"
+    user = user_config_dir(environ) if environ is not None else None
+    where = str(user / "config.toml") if user else "your user-level config.toml"
     return (
         f"note: ignoring {files} of {trust.folder} ({why}); to use them pass {TRUST_FLAG}, "
         f"run 'run_mcp.py trust {shlex.quote(str(trust.folder))}', or list the folder in "
-        "[trust] folders of your user-level config.toml"
+        f"[trust] folders of {where}"
     )
 
 

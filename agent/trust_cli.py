@@ -37,21 +37,23 @@ def trust(
     show: Annotated[bool, typer.Option("--list", help="List the remembered folders.")] = False,
 ) -> None:
     """Remember an answer for PATH in the user's state (by its real path)."""
+    from agent.ui.safe import clean  # (rich: not loaded on every run's start)
+
     environ = dict(os.environ)
     state_dir = default_state_dir(environ)
     if show:
         for folder, answer in load_store(state_dir).items():
-            print(f"{answer}\t{folder}")
+            print(clean(f"{answer}\t{folder}"))
         return
     if not real(path).is_dir():
         raise ConfigError(f"trust {path}: not a folder")
     answer = None if forget else "never" if never else "trust"
     store = remember(state_dir, path, answer)
     done = {"trust": "trusted", "never": "never trusted", None: "forgot"}[answer]
-    print(f"{done} {real(path)} (kept in {store})")
+    print(clean(f"{done} {real(path)} (kept in {store})"))
     if answer == "trust":
         for line in describe(decide(path, environ, state_dir), environ):
-            print(f"  {line}")
+            print(clean(f"  {line}"))  # the folder's own text: shown inert
 
 
 def settle(
@@ -69,9 +71,11 @@ def settle(
     """
     if settings.workspace_trusted or not settings.untrusted_files:
         return settings
+    from agent.ui.safe import clean
+
     found = decide(settings.workspace, environ, settings.state_dir)
     if not ask or found.never:
-        print(hint(found), file=sys.stderr)
+        print(clean(hint(found, environ)), file=sys.stderr)  # a folder name may hold escapes
         return settings
     from prompt_toolkit import PromptSession
 

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from agent.config import build_settings
 from agent.trust import STORE_NAME, decide, describe, hint
+from agent.trust_cli import settle
 from agent.ui.trust_question import ask_trust
 from tests.cli import RUN_MCP, run_cli
 from tests.fake_llm import ScriptedLLM, text
@@ -242,3 +243,19 @@ def test_a_projects_skills_folder_is_named_in_the_question_and_the_line(tmp_path
     assert found.files == (".claude/skills",)
     assert describe(found, {}) == [".claude/skills: present (read by the agent once trusted)"]
     assert "ignoring .claude/skills of" in hint(found)
+
+
+def test_the_line_shows_a_folder_name_inert_and_names_the_user_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cloned folder's name is untrusted text too: its escapes reach no terminal."""
+    work = tmp_path / "repo\x1b]0;owned\x07"
+    hostile_folder(work, "http://attacker.invalid/v1")
+    environ = {"MCP_AGENT_CONFIG_DIR": str(tmp_path / "mine"), "MCP_AGENT_STATE_DIR": str(tmp_path)}
+    settings = build_settings(
+        config_path=None, mcp_config_path=None, cli_server=None, environ=environ, workspace=work
+    )
+    assert settle(settings, environ, ask=False, trusted=lambda: settings) is settings
+    [line] = capsys.readouterr().err.splitlines()
+    assert "\x1b" not in line and "\x07" not in line and "repo\\x1b]0;owned\\x07" in line
+    assert f"[trust] folders of {tmp_path / 'mine' / 'config.toml'}" in line
