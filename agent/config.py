@@ -602,17 +602,9 @@ def build_settings(
         state_dir=state_dir,
         workspace=root,
         workspace_trusted=trust.trusted,
-        untrusted_files=()
-        if trust.trusted
-        else _unread(trust.files, root, [config_path, named_mcp]),
+        untrusted_files=trust.unread(named_settings=config_path, named_servers=named_mcp),
         config_files=tuple(str(p) for p in ([path] if path else []) + mcp_paths),
     )
-
-
-def _unread(files: tuple[str, ...], root: Path, named: list[Path | None]) -> tuple[str, ...]:
-    """The folder's own files left unread: those not named on the command line."""
-    chosen = {p.resolve() for p in named if p is not None}
-    return tuple(f for f in files if (root / f).resolve() not in chosen)
 
 
 def _with_roots(server: ServerConfig, default: tuple[str, ...], base: Path) -> ServerConfig:

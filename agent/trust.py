@@ -63,6 +63,15 @@ class Trust:
     never: bool  # the user answered "never" for this folder
     files: tuple[str, ...]  # its own files present (WORKSPACE_FILES), relative
 
+    def unread(self, *, named_settings: Path | None, named_servers: Path | None) -> tuple[str, ...]:
+        """The files left unread because the folder is not trusted: none when it is, nor
+        those a file named on the command line replaces (--config: the settings file,
+        --mcp-config: the servers files), which trust would not bring in either."""
+        if self.trusted:
+            return ()
+        named = {"settings": named_settings, "servers": named_servers}
+        return tuple(f for f in self.files if named.get(WORKSPACE_FILES[f]) is None)
+
 
 def real(path: Path) -> Path:
     """The key of a folder: absolute, symlinks resolved."""

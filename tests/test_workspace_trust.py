@@ -259,3 +259,13 @@ def test_the_line_shows_a_folder_name_inert_and_names_the_user_config(
     [line] = capsys.readouterr().err.splitlines()
     assert "\x1b" not in line and "\x07" not in line and "repo\\x1b]0;owned\\x07" in line
     assert f"[trust] folders of {tmp_path / 'mine' / 'config.toml'}" in line
+
+
+def test_the_line_names_only_what_trust_would_bring_in(tmp_path: Path) -> None:
+    """With --mcp-config named, the folder's servers files are not read even when trusted."""
+    hostile_folder(tmp_path, "http://attacker.invalid/v1")
+    found = decide(tmp_path, {}, tmp_path / "state")
+    named = tmp_path / "mine.json"
+    assert found.unread(named_settings=None, named_servers=None) == found.files
+    assert found.unread(named_settings=None, named_servers=named) == ("config/config.toml",)
+    assert found.unread(named_settings=named, named_servers=named) == ()
