@@ -163,3 +163,39 @@ async def test_a_long_history_in_a_2048_context_is_trimmed_and_answered(
     assert f"({N_CTX} tokens)" in overflow[0]  # learnt from the server's error
     assert agent.context_window == N_CTX
     assert not [n for n in second if isinstance(n, Notice) and "did not fit" in n.message]
+
+
+# SmolLM2-135M does not choose a tool on its own (checked: asked for Tokyo's time it writes a
+# bash snippet). It copies text faithfully at temperature 0, so the request dictates the
+# call's markup: what is tested is the agent — the real model's reply parsed as a call, run,
+# and its result sent back in the Hermes format through the model's own chat template.
+DICTATED_CALL = (
+    "Reply with exactly this text and nothing else:\n<tool_call>\n"
+    '{"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n</tool_call>'
+)
+
+
+def test_a_call_the_real_model_writes_as_text_is_parsed_and_run(
+    server: str, tmp_path: Path
+) -> None:
+    # The README's advice for llama-cpp-python: the model's own template, tool_calls = "text".
+    args = [*config(tmp_path, tool_calls="text", max_tokens=64), "--server-name", "time"]
+    args += ["--max-steps", "2"]
+    args += ["-p", DICTATED_CALL, "--output", "json"]
+    proc = run_cli(args, tmp_path, base_url=server, api_key=None, timeout=300)
+    assert "Traceback" not in proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] in ("answered", "max_steps"), result["error"]
+    [call, *_] = result["tool_calls"]
+    assert not call["is_error"], call["output"]
+    assert (call["name"], call["arguments"], call["is_error"]) == (
+        "time__get_current_time",
+        {"timezone": "Asia/Tokyo"},
+        False,
+    )
+    assert "+09:00" in call["output"]
+    [session] = (tmp_path / "state" / "sessions").glob("*.jsonl")
+    messages = [json.loads(line).get("message", {}) for line in session.read_text().splitlines()]
+    assert any(m.get("role") == "tool" and "+09:00" in m["content"] for m in messages)
+    # The second step was asked with the result in it: the run took a second request.
+    assert result["steps"] == 2
