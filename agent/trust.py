@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.config_files import PROJECT_CLIENT_FILES, user_config_dir
+from agent.errors import ConfigError
 from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY
 
@@ -106,14 +107,16 @@ def _listed(folder: Path, environ: Mapping[str, str]) -> bool:
     user = user_config_dir(environ)
     if user is None:
         return False
+    path = user / "config.toml"
     try:
-        with (user / "config.toml").open("rb") as fh:
-            folders = tomllib.load(fh).get("trust", {}).get("folders", [])
-    except (OSError, tomllib.TOMLDecodeError, AttributeError):
+        with path.open("rb") as fh:
+            table = tomllib.load(fh).get("trust", {})
+    except (OSError, tomllib.TOMLDecodeError):
         return False  # the settings loader reports a broken file; here it trusts nothing
-    if not isinstance(folders, list):
-        return False
-    listed = [real(Path(os.path.expandvars(f))) for f in folders if isinstance(f, str) and f]
+    folders = table.get("folders", []) if isinstance(table, dict) else None
+    if not isinstance(folders, list) or not all(isinstance(f, str) and f for f in folders):
+        raise ConfigError(f'{path}: [trust] folders must be a list of folders, e.g. ["~/src"]')
+    listed = [real(Path(os.path.expandvars(f))) for f in folders]
     return any(folder == p or folder.is_relative_to(p) for p in listed)
 
 

@@ -24,6 +24,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from agent.config import build_settings
+from agent.errors import ConfigError
 from agent.trust import STORE_NAME, decide, describe, hint
 from agent.trust_cli import settle
 from agent.ui.trust_question import ask_trust
@@ -269,3 +270,14 @@ def test_the_line_names_only_what_trust_would_bring_in(tmp_path: Path) -> None:
     assert found.unread(named_settings=None, named_servers=None) == found.files
     assert found.unread(named_settings=None, named_servers=named) == ("config/config.toml",)
     assert found.unread(named_settings=named, named_servers=named) == ()
+
+
+def test_a_malformed_trust_list_is_a_clear_error(tmp_path: Path) -> None:
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "config.toml").write_text('[trust]\nfolders = "~/src"\n')
+    environ = {"MCP_AGENT_CONFIG_DIR": str(user)}
+    with pytest.raises(ConfigError, match=r"\[trust\] folders must be a list of folders"):
+        decide(tmp_path, environ, tmp_path / "state")
+    (user / "config.toml").write_text(f"[trust]\nfolders = [{json.dumps(str(tmp_path))}]\n")
+    assert decide(tmp_path / "sub", environ, tmp_path / "state").trusted  # and below it
