@@ -44,6 +44,7 @@ from agent.textcalls import StreamGate, model_family, parse, to_text_mode
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
 from agent.tools.search import FIND_TOOLS, ToolSearch
+from agent.tools.simplify import refused_tool, with_simplified
 from agent.tools.stored import READ_RESULT, READ_RESULT_SCHEMA, ResultStore
 from agent.vision import REJECTED_NOTICE, Vision, has_images, image_message, without_images
 
@@ -152,6 +153,7 @@ class Agent:
         price: Callable[[Usage], Usage] | None = None,
         compact_at: float = 0.8,
     ) -> None:
+        self._simplified: set[str] = set()  # tools whose schema the endpoint refused
         self.compact_at = compact_at  # share of the window that triggers compaction (0: off)
         self._compaction_tried = False  # this run: compacting again would not help
         self.results = results  # big results kept whole, paged with read_result (None: cut)
@@ -356,6 +358,16 @@ class Agent:
                     "warning",
                 )
             except ModelError as exc:
+                if (refused := self._refused_schema(exc, tools)) is not None:
+                    self._simplified.add(refused)  # for the rest of the session
+                    tools, tools_tokens = self._tool_list()
+                    last = None
+                    yield Notice(
+                        f"the endpoint refused the input schema of tool '{refused}'; sending it "
+                        "simplified from now on",
+                        "warning",
+                    )
+                    continue
                 if not self._refused_images(exc, fitted.messages):
                     raise
                 self.vision, last = "off", None  # text placeholders from now on
@@ -435,6 +447,14 @@ class Agent:
             f"{'s' if done.requests != 1 else ''}); the last turns are kept as they were",
             "info",
         )
+
+    def _refused_schema(self, exc: ModelError, tools: list[dict[str, Any]]) -> str | None:
+        """The tool whose schema a 400 names, if it was sent and not simplified yet."""
+        if exc.status != 400 or self.tool_calls_mode == "text":
+            return None
+        names = [t["function"]["name"] for t in tools]
+        name = refused_tool(exc.message, names)
+        return name if name is not None and name not in self._simplified else None
 
     def _refused_images(self, exc: ModelError, sent: list[dict[str, Any]]) -> bool:
         """With vision auto, a request with images that the endpoint refused as invalid
@@ -530,13 +550,17 @@ class Agent:
         servers = self.tools.openai_tools()
         engaged = self.search is not None and self.search.engage(servers)
         own = self.own_tools()
-        state = (self.search.version if self.search is not None else 0, engaged)
+        version = self.search.version if self.search is not None else 0
+        state = (version, engaged, len(self._simplified))
         cached = self._tools_source
         if cached is None or cached[0] is not servers or cached[1] is not own or cached[2] != state:
             self._tools_source = (servers, own, state)
             offered = self.search.select(servers) if self.search and engaged else servers
             mine = [tool.schema for tool in own.values()]
-            self._tools_cache = [*offered, *mine, TERMINATE_TOOL]
+            self._tools_cache = [
+                with_simplified(t) if t["function"]["name"] in self._simplified else t
+                for t in [*offered, *mine, TERMINATE_TOOL]
+            ]
             self._tools_tokens = len(json.dumps(self._tools_cache)) // 4
         return self._tools_cache, self._tools_tokens
 
