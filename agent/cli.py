@@ -281,6 +281,7 @@ def run(
         raise typer.Exit(run_login(settings, login))
     request = _single_shot_request(prompt, interactive)
     prestarts = Prestarts()  # none yet: Ctrl-C while they start is handled below too
+    report = output == "json" and request is not None  # until the run reports for itself
     try:
         # The stdio servers start now, while the heavy imports below load.
         prestarts = prestart(settings.servers, os.environ)
@@ -289,18 +290,31 @@ def run(
         if request is None:
             code = run_repl(settings, resume=resume, prestarts=prestarts)
         else:
+            report = False
             code = run_single(
                 settings, request, output=_output(output), resume=resume, prestarts=prestarts
             )
     except KeyboardInterrupt:  # typer would turn it into a silent exit 130
-        print("interrupted", file=sys.stderr)
-        code = EXIT_INTERRUPTED
+        code = _ended("interrupted", EXIT_INTERRUPTED, report)
+    except SignalEnded as exc:  # SIGTERM / SIGHUP while starting (agent/signals.py)
+        code = _ended(exc.word, exc.exit_code, report)
     except AgentError as exc:  # its message reaches the terminal: mask these settings' secrets
         exc.message = settings.redactor(os.environ)(exc.message)
         raise
     finally:
         prestarts.close()  # any the run did not get to (it failed before connecting)
     raise typer.Exit(code)
+
+
+def _ended(word: str, code: int, report: bool) -> int:
+    """A run cut short before it began: the one stderr line, and for --output json the
+    object a cancelled run prints (the run prints its own once it has begun)."""
+    print(word, file=sys.stderr)
+    if report:
+        usage = {"prompt_tokens": None, "completion_tokens": None}  # as _json_error's
+        cut = {"answer": None, "status": "cancelled", "steps": 0, "tool_calls": [], "usage": usage}
+        print(json.dumps({**cut, "error": word, "servers": []}))
+    return code
 
 
 def _output(value: str) -> Literal["text", "json"]:
@@ -353,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except SignalEnded as exc:  # servers started early were stopped on the way out
         print(exc.word, file=sys.stderr)
+        _json_error(args, exc.word, status="cancelled")
         return exc.exit_code
     except (typer.BadParameter, typer.Abort) as exc:
         print(f"error: {_usage_message(exc)}", file=sys.stderr)
@@ -367,16 +382,16 @@ def main(argv: list[str] | None = None) -> int:
     return code if isinstance(code, int) else EXIT_OK
 
 
-def _json_error(args: list[str], message: str) -> None:
+def _json_error(args: list[str], message: str, status: str = "error") -> None:
     """`--output json` promises one object on stdout, also for a failure before the run
-    (a config or usage error): status `error`, nothing run."""
+    (a config or usage error: status `error`; a signal: `cancelled`), nothing run."""
     wants = any(
         a == "--output=json" or (a == "--output" and args[i + 1 : i + 2] == ["json"])
         for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
     )
     if wants and args[:1] not in (["mcp"], ["trust"]):
         usage = {"prompt_tokens": None, "completion_tokens": None}
-        failed = {"answer": None, "status": "error", "steps": 0, "tool_calls": [], "usage": usage}
+        failed = {"answer": None, "status": status, "steps": 0, "tool_calls": [], "usage": usage}
         print(json.dumps({**failed, "error": message, "servers": []}))
 
 

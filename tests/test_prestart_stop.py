@@ -75,7 +75,7 @@ def test_a_signal_while_starting_kills_a_server_that_ignores_sigterm(
     config = deaf_config(tmp_path)
     with ScriptedLLM() as llm:
         proc = subprocess.Popen(
-            [sys.executable, RUN_MCP, "--mcp-config", str(config), "-p", "x"],
+            [sys.executable, RUN_MCP, "--mcp-config", str(config), "-p", "x", "--output", "json"],
             cwd=tmp_path,
             env=cli_env(tmp_path, llm.base_url, "sk-e2e"),
             stdin=subprocess.DEVNULL,
@@ -87,7 +87,7 @@ def test_a_signal_while_starting_kills_a_server_that_ignores_sigterm(
             pid = int(read_fifo(tmp_path / "ready.fifo"))  # it runs: the agent is starting
             proc.send_signal(signum)
             started = time.monotonic()
-            _, stderr = proc.communicate(timeout=60)
+            stdout, stderr = proc.communicate(timeout=60)
             took = time.monotonic() - started
         finally:
             if proc.poll() is None:
@@ -95,6 +95,8 @@ def test_a_signal_while_starting_kills_a_server_that_ignores_sigterm(
     assert proc.returncode == code, stderr
     assert word in stderr
     assert not alive(pid), "a server that ignores SIGTERM outlived the agent"
+    report = json.loads(stdout)  # one object, whether the run had begun or not
+    assert report["status"] == "cancelled" and report["answer"] is None
     print(f"signal -> exit in {took:.2f} s")
 
 
