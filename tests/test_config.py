@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,9 @@ def test_config_loader_fuzz_errors_never_crashes(
         assert "mcpServers.s" in str(exc)
 
 
-def test_the_shipped_examples_load_and_the_local_server_runs_from_the_checkout() -> None:
+def test_the_shipped_examples_load_and_the_local_server_runs_from_the_checkout(
+    tmp_path: Path,
+) -> None:
     """config/*.example.* are what users copy: they must parse, and the enabled one work."""
     config_dir = Path(__file__).resolve().parent.parent / "config"
     settings = build_settings(
@@ -190,6 +193,17 @@ def test_the_shipped_examples_load_and_the_local_server_runs_from_the_checkout()
     assert local.env == {"LOG_LEVEL": "warning"}  # ${LOG_LEVEL:-warning}
     checkout = config_dir.parent
     assert (checkout / str(local.command)).is_file()  # .venv/bin/python, as set up by the README
+    # -P: run from another folder holding an `agent` package, it still imports the checkout's
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "__init__.py").write_text("")
+    probe = [
+        str(checkout / str(local.command)),
+        local.args[0],
+        "-c",
+        "import agent; print(agent.__file__)",
+    ]
+    found = subprocess.run(probe, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert found.stdout.strip() == str(checkout / "agent" / "__init__.py"), found.stderr
 
 
 def test_roots_are_none_unless_configured_per_server_or_by_default(tmp_path: Path) -> None:
