@@ -56,7 +56,7 @@ Answer = Literal["trust", "never"]
 
 @dataclass(frozen=True)
 class Trust:
-    """Whether a folder's own files may be used, and why (for -v and the question)."""
+    """Whether a folder's own files may be used, why, and which it holds."""
 
     folder: Path  # real path
     trusted: bool
