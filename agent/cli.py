@@ -100,6 +100,7 @@ def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
             "quiet": opts["quiet"] or None,
             "verbose": opts["verbose"] or None,
             "approval": "yes" if opts["yes"] else None,
+            "browser": False if opts["no_browser"] else None,
         },
     }
     return build_settings(
@@ -246,6 +247,10 @@ def run(
             "--version", is_eager=True, callback=_show_version, help="Print the version, exit."
         ),
     ] = False,
+    no_browser: Annotated[
+        bool,
+        typer.Option("--no-browser", help="Print MCP Apps' page URLs instead of opening them."),
+    ] = False,  # noqa: E501
     login: Annotated[
         str | None,
         typer.Option(

@@ -140,6 +140,7 @@ class UISettings(_Frozen):
     quiet: bool = False
     verbose: bool = False
     approval: Literal["ask", "yes", "read-only"] = "ask"
+    browser: bool = True  # MCP Apps: open app pages in a browser ($BROWSER); else print the URL
 
 
 class OAuthConfig(_Frozen):

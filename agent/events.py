@@ -87,6 +87,7 @@ class ToolCallFinished:
     duration_ms: float
     denied: bool = False
     structured: Any = None  # the server's structuredContent, whole (the model may see only text)
+    result: Any = None  # the CallToolResult as the server sent it (shown by an MCP App)
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

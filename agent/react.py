@@ -734,6 +734,7 @@ class Agent:
                     (time.perf_counter() - started) * 1000,
                     denied=refusal is not None and call.problem is None,
                     structured=observation.structured,
+                    result=observation.result,
                 )
             )
 

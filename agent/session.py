@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import anyio
@@ -57,6 +57,9 @@ from agent.transcript import Loaded, Transcript, find_session, load
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer, LogLines
 from agent.ui.safe import SafeConsole, clean, json_text, markdown
 from agent.vision import vision_mode
+
+if TYPE_CHECKING:
+    from agent.apps.host import AppHost
 
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
 CUT_SHORT = "cancelled by the user before it finished"
@@ -130,6 +133,7 @@ async def connected(
     requests: ServerRequests | None = None,
     prestarts: Prestarts | None = None,
     login: LoginHost | None = None,
+    apps: bool = False,
 ) -> AsyncIterator[ToolRegistry]:
     """Connect every server; report failures by name and carry on with the rest.
 
@@ -145,6 +149,7 @@ async def connected(
         callbacks=callbacks,
         prestarts=prestarts,
         login=login,
+        apps=apps,
     ) as registry:
         if not settings.ui.quiet:
             registry.start_listener = functools.partial(_say_slow_start, stderr)
@@ -542,7 +547,12 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
         )
         login = None if piped else terminal_host(stderr, paste=False)
         async with connected(
-            settings, stderr, requests, prestarts=prestarts, login=login
+            settings,
+            stderr,
+            requests,
+            prestarts=prestarts,
+            login=login,
+            apps=True,  # the REPL hosts MCP Apps' pages: declare the extension
         ) as registry:
             renderer = EventRenderer(
                 stderr if piped else console,
@@ -555,31 +565,45 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
             agent = build_agent(settings, registry, model, None, loaded, catalog, skills, hookset)
             requests.on_sampled = sampling_reporter(agent, renderer.console, settings)
             await start_session(agent, resume is not None, stderr)
-            repl = Repl(
-                console,
-                session,
-                agent,
-                registry,
-                settings,
-                renderer,
-                loaded.transcript,
-                catalog,
-                skills,
-            )
-            if not piped:  # piped: ask-mode calls are refused, as in a single-shot run
-                agent.approval.ask = repl.ask
-            if settings.ui.verbose:
-                registry.log_listener = repl.server_log
-            requests.ui = repl
-            repl.on_cancel = requests.cancel_in_flight
-            if piped:
-                repl.status, repl.can_ask, repl.on_answer = stderr, False, print_answer
-            else:
-                session.completer = ReplCompleter(repl)
-            return await repl.loop()
+            # Pages are torn down before the servers close (ui/resource-teardown first).
+            async with app_host(settings, registry, agent) as apps:
+                repl = Repl(
+                    console,
+                    session,
+                    agent,
+                    registry,
+                    settings,
+                    renderer,
+                    loaded.transcript,
+                    catalog,
+                    skills,
+                    apps,
+                )
+                apps.ui = repl
+                if not piped:  # piped: ask-mode calls are refused, as in a single-shot run
+                    agent.approval.ask = repl.ask
+                if settings.ui.verbose:
+                    registry.log_listener = repl.server_log
+                requests.ui = repl
+                repl.on_cancel = requests.cancel_in_flight
+                if piped:
+                    repl.status, repl.can_ask, repl.on_answer = stderr, False, print_answer
+                else:
+                    session.completer = ReplCompleter(repl)
+                return await repl.loop()
     finally:
         await model.aclose()
         loaded.transcript.close()
+
+
+def app_host(settings: Settings, registry: ToolRegistry, agent: Agent) -> AppHost:
+    """The REPL's host for MCP Apps' pages: opens them in a browser when one can show up
+    ($BROWSER, a display) unless `--no-browser`; otherwise it prints their URLs."""
+    from agent.apps.host import AppHost
+    from agent.auth.login import may_open_browser, open_browser
+
+    browse = settings.ui.browser and may_open_browser()
+    return AppHost(registry, agent.approval, browser=open_browser if browse else None)
 
 
 def run_repl(settings: Settings, *, resume: str | None, prestarts: Prestarts | None = None) -> int:

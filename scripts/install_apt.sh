@@ -15,6 +15,9 @@ done
 sudo_=""
 [[ $(id -u) -eq 0 ]] || sudo_="sudo"
 export DEBIAN_FRONTEND=noninteractive
+# Two installs at once (worktrees, CI beside a developer) would fight over dpkg's lock.
+exec 9>/tmp/mcp-agent-apt.lock
+flock 9
 $sudo_ apt-get update -qq
 $sudo_ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install_apt: installed ${missing[*]}"

@@ -9,6 +9,7 @@ of script) is listed for, attached to or read into a request.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,5 +93,44 @@ def test_tools_listing_marks_tools_with_an_app_and_the_app_only_ones(tmp_path: P
     assert "sysmon__get-system-info · destructive + app" in out
     assert "clock__get-time · destructive + app" in out
     assert "sysmon › poll-system-stats · destructive, app only" in out
-    assert f"comes with an app: {PAGE}" in out
+    assert f"comes with an app: {PAGE} (/app sysmon__get-system-info)" in out
     assert llm.requests == []  # listing asks no model
+
+
+CAPS_SERVER = """
+from mcp.server.mcpserver import MCPServer, Context
+from mcp.types import ToolAnnotations
+
+app = MCPServer("caps")
+
+
+@app.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def client_capabilities(ctx: Context) -> str:
+    caps = ctx.session.client_params.capabilities
+    return repr(caps.model_dump(by_alias=True, exclude_none=True))
+
+
+app.run()
+"""
+
+
+@pytest.mark.parametrize("mode", ["repl", "single-shot"])
+def test_the_ui_extension_is_declared_only_where_apps_are_shown(tmp_path: Path, mode: str) -> None:
+    server = tmp_path / "caps_server.py"
+    server.write_text(CAPS_SERVER)
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"caps": {"command": sys.executable, "args": [str(server)]}}})
+    )
+    script = [tool_calls(("caps__client_capabilities", {})), text("checked")]
+    args = ["--mcp-config", str(config)]
+    with ScriptedLLM(*script) as llm:
+        if mode == "repl":
+            proc = run_cli([*args, "-i"], tmp_path, base_url=llm.base_url, stdin="caps?\n")
+        else:
+            proc = run_cli([*args, "-p", "caps?"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    [seen] = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert "{" in seen and "Error" not in seen  # the server reported what it was told
+    declared = "'io.modelcontextprotocol/ui': {'mimeTypes': ['text/html;profile=mcp-app']}"
+    assert (declared in seen) == (mode == "repl")

@@ -140,10 +140,12 @@ class MCPServerConnection(ToolServer):
         redactor: Redactor = PATTERNS_ONLY,
         login: LoginHost | None = None,
         auth: httpx2.Auth | None = None,
+        apps: bool = False,
     ) -> None:
         """`auth` replaces the login `oauth` would configure (flows we do not configure)."""
         super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
         self.prestarted: Prestarted | None = None  # started before the imports, adopted once
+        self.apps = apps  # this run shows MCP Apps' pages: declare the extension
         self._callbacks = callbacks or ClientCallbacks()
         # Roots come from the config (none unless set): the capability is declared only then.
         self.roots = config.offered_roots()
@@ -252,7 +254,7 @@ class MCPServerConnection(ToolServer):
                 sampling_capabilities=self._callbacks.sampling_capabilities,
                 elicitation_callback=self._callbacks.elicitation,
                 list_roots_callback=self._callbacks.list_roots,
-                extensions=declared_extensions(),
+                extensions=declared_extensions(apps=self.apps),
             )
             self._http_error = None
             if self.auth is not None:

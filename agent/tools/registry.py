@@ -173,6 +173,7 @@ def make_server(
     callbacks: Callable[[str], ClientCallbacks] | None = None,
     redactor: Redactor = PATTERNS_ONLY,
     login: LoginHost | None = None,
+    apps: bool = False,
 ) -> ToolServer:
     if config.type == "openapi":
         from agent.tools.openapi import OpenAPIServer  # only loaded when used
@@ -187,6 +188,7 @@ def make_server(
         callbacks=callbacks(config.name) if callbacks is not None else None,
         redactor=redactor,
         login=login,
+        apps=apps,
     )
 
 
@@ -211,6 +213,7 @@ class ToolRegistry:
         callbacks: Callable[[str], ClientCallbacks] | None = None,
         prestarts: Prestarts | None = None,
         login: LoginHost | None = None,
+        apps: bool = False,
     ) -> None:
         """`callbacks(server_name)` answers that server's requests (sampling, ...);
         `prestarts` holds stdio servers started before the imports, for their connections;
@@ -231,6 +234,7 @@ class ToolRegistry:
                 callbacks=callbacks,
                 redactor=self.redact,
                 login=login,
+                apps=apps,
             )
             for cfg in settings.servers
         }

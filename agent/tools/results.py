@@ -41,6 +41,7 @@ class Observation:
     truncated_chars: int = 0
     structured: Any = None  # the server's structuredContent, whole (for JSON and transcript)
     whole: str | None = field(default=None, repr=False)  # the text before it was cut
+    result: types.CallToolResult | None = None  # as the server sent it (for an app's page)
 
 
 _TAG = "untrusted-data"
@@ -158,6 +159,7 @@ def to_observation(result: types.CallToolResult, server: str, max_chars: int) ->
         truncated_chars=cut,
         structured=structured,
         whole=whole if cut else None,
+        result=result,
     )
 
 

@@ -8,12 +8,14 @@ servers' own completions (prompt arguments, resource template values).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import threading
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-import anyio
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
@@ -122,10 +124,30 @@ class PipedLines:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self._pending: asyncio.Future[str | None] | None = None
 
     async def prompt_async(self, message: str = "", **_: Any) -> str:
-        """The next turn; EOFError at the end of the input, like prompt-toolkit's Ctrl-D."""
-        turn = await anyio.to_thread.run_sync(self._read_turn, abandon_on_cancel=True)
+        """The next turn; EOFError at the end of the input, like prompt-toolkit's Ctrl-D.
+
+        A wait that is cancelled (an app's message came first) leaves its read running: the
+        next call takes that line, so no line is ever lost. The reader is a daemon thread,
+        so a read still waiting at exit never holds the process.
+        """
+        if self._pending is None:
+            loop = asyncio.get_running_loop()
+            pending: asyncio.Future[str | None] = loop.create_future()
+
+            def read() -> None:
+                turn = self._read_turn()
+                with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                    loop.call_soon_threadsafe(
+                        lambda: None if pending.done() else pending.set_result(turn)
+                    )
+
+            threading.Thread(target=read, name="piped-input", daemon=True).start()
+            self._pending = pending
+        turn = await asyncio.shield(self._pending)
+        self._pending = None
         if turn is None:
             raise EOFError
         return turn

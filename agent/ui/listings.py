@@ -96,7 +96,7 @@ def show_tool(console: Console, public: str, spec: ToolSpec, *, asks: bool) -> N
     approval = "asks before it runs" if asks else "runs without asking"
     console.print(Text(f"hints: {hints}; {approval}", style="dim"))
     if spec.app_uri:
-        console.print(Text(f"comes with an app: {spec.app_uri}", style="dim"))
+        console.print(Text(f"comes with an app: {spec.app_uri} (/app {public})", style="dim"))
     console.print(Text(spec.description.strip() or "(no description)"))
     schema = json.dumps(spec.input_schema, indent=2, ensure_ascii=False)
     console.print(Text(schema, style="dim"))

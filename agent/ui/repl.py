@@ -25,11 +25,12 @@ from rich.text import Text
 
 from agent import saved_approvals
 from agent.approval import ApprovalRequest, Decision
+from agent.apps.host import AppHost
 from agent.auth.provider import forget
 from agent.catalog import Catalog
 from agent.config import Settings
 from agent.errors import ConfigError, ToolServerError
-from agent.events import RunFinished
+from agent.events import RunFinished, ToolCallFinished
 from agent.hook_files import HookSet
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
@@ -38,7 +39,9 @@ from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, save_export, to_markdown
 from agent.ui import arguments, listings, skill_commands
+from agent.ui.apps import AppFrontEnd
 from agent.ui.forms import ask_form
+from agent.ui.inbox import AppTurn, Inbox, Work
 from agent.ui.listings import find_tools
 from agent.ui.render import EventRenderer, LogLines, compact_json
 from agent.ui.safe import clean
@@ -53,7 +56,7 @@ class Command:
     handler: Handler
 
 
-class Repl:
+class Repl(AppFrontEnd):
     def __init__(
         self,
         console: Console,
@@ -65,9 +68,13 @@ class Repl:
         transcript: Transcript | None = None,
         catalog: Catalog | None = None,
         skills: Skills | None = None,
+        apps: AppHost | None = None,
     ) -> None:
         self.transcript = transcript
         self.skills = skills or Skills([])
+        self.apps = apps  # MCP Apps' pages in the browser (None: not shown, e.g. tests)
+        self.inbox = Inbox()  # what apps ask of the terminal while it waits at the prompt
+        self._question_turn = anyio.Lock()  # one question on screen at a time
         self.catalog = catalog or Catalog(registry)
         self.console = console
         self.session = session
@@ -109,6 +116,8 @@ class Repl:
             ),
             ("save", "export the conversation as Markdown: /save [file.md]", self._save),
             ("login", "log in to a server (OAuth, in the browser): /login NAME", self._login),
+            ("apps", "MCP Apps: tools that come with a page, and the pages open", self._apps),
+            ("app", "show a tool's page in the browser: /app TOOL", self._app),
             ("logout", "forget a server's tokens: /logout NAME", self._logout),
             ("exit", "leave (also Ctrl-D)", self._exit),
             ("quit", "leave", self._exit),
@@ -174,12 +183,19 @@ class Repl:
         )
         while True:
             try:
-                line = await self.session.prompt_async("› ")
+                item = await self.inbox.next(self.session, "› ")
             except KeyboardInterrupt:
                 continue
             except EOFError:
                 return 0
-            line = line.strip()
+            if isinstance(item, Work):
+                await item()
+                continue
+            if isinstance(item, AppTurn):  # a ui/message: the user's turn, said so
+                self.status.print(Text(f"{item.source} › {clean(item.text)}", style="bold cyan"))
+                await self.run_turn(item.text)
+                continue
+            line = item.strip()
             if not line:
                 continue
             if line.startswith("/"):
@@ -218,6 +234,8 @@ class Repl:
             async with contextlib.aclosing(self.agent.run(request)) as events:
                 async for event in events:
                     self.renderer.handle(event)
+                    if isinstance(event, ToolCallFinished):
+                        self.show_app(event)
                     if isinstance(event, RunFinished) and event.answer and self.on_answer:
                         self.on_answer(event.answer)
         self.renderer.close()
@@ -268,6 +286,10 @@ class Repl:
         """
         if self._cannot_ask(text.strip()):
             return None
+        async with self._question_turn:  # an app's question waits for the model's
+            return await self._question(text, default)
+
+    async def _question(self, text: str, default: str) -> str | None:
         buffer = self.session.default_buffer
         history, buffer.history = buffer.history, InMemoryHistory()
         self._asking = True

@@ -1,0 +1,12 @@
+"""A local host for MCP Apps (`io.modelcontextprotocol/ui`): a server's `ui://` page shown in
+the user's browser, bridged to the terminal session.
+
+    http.py    a tiny HTTP server on 127.0.0.1 only: two ports (two origins), token paths
+    policy.py  the page's Content-Security-Policy and iframe permissions, from its metadata
+    pages.py   the host page and the sandbox proxy page (the only script we serve)
+    bridge.py  one app view: the app protocol (ui/initialize, tools/call, ui/message, …)
+    host.py    the views of a session, the browser, teardown
+
+All protocol decisions are made here in Python; the two pages only relay JSON-RPC messages
+between the app's frame and the session (the page's own script is a few dozen lines).
+"""

@@ -1,0 +1,308 @@
+"""The app host of a session: a loopback web server showing MCP Apps' pages in a browser.
+
+Started with the REPL (never in `-p` runs) and ended with it. Each view gets a page at
+`http://127.0.0.1:<port>/<token>/<view>/`; the token is 32 random bytes made per session,
+so another user or web page on this machine cannot guess it, and a request without it gets
+a 404. The app itself runs in a frame of a second origin (`127.0.0.1:<other port>`) with the
+CSP and permissions its metadata asks for. Opening a browser follows `$BROWSER` (Python's
+`webbrowser`); without one (`--no-browser`, no display) the URL is printed.
+
+The human is injected (`AppUI`): the app's tool calls are approved by the same policy as the
+model's, the question asked in the terminal; a `ui/message` becomes the user's next turn.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+from mcp import MCPError
+
+from agent.approval import ApprovalPolicy, ApprovalRequest, Verdict
+from agent.apps import pages, policy
+from agent.apps.bridge import REFUSED, AppError, AppView, error_result, result_wire
+from agent.apps.http import LOOPBACK, LoopbackServer, Request, Response
+from agent.tools.base import ToolSpec
+from agent.tools.mcp import MCPServerConnection
+from agent.tools.registry import ToolRegistry
+from agent.tools.results import strip_marker
+from agent.tools.uimeta import APP_MIME
+
+T = TypeVar("T")
+POLL_WAIT = 20.0  # seconds a page's long poll is held open when there is nothing to send
+READ_TIMEOUT = 30.0  # seconds a server gets to hand over an app's page
+MAX_PAGE = 5 * 1024 * 1024  # characters of an app page we serve
+
+
+class AppUI(Protocol):
+    """What the front end (the REPL) does for the host."""
+
+    async def in_terminal(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run `work` (which may ask a question) when the terminal is free for it."""
+        ...
+
+    async def confirm(self, question: str) -> bool: ...
+
+    def app_turn(self, source: str, text: str) -> None:
+        """Queue `text` as the user's next turn, shown as coming from `source`."""
+        ...
+
+    def app_log(self, source: str, level: str, text: str) -> None: ...
+
+    def app_notice(self, text: str) -> None: ...
+
+
+class AppHost:
+    """The session's app views and the web server that shows them."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        approval: ApprovalPolicy,
+        *,
+        browser: Callable[[str], Awaitable[None]] | None = None,
+        theme: str = "light",
+    ) -> None:
+        self.registry = registry
+        self.approval = approval
+        self.browser = browser  # None: print the URL only
+        self.theme = theme
+        self.ui: AppUI | None = None
+        self.views: dict[str, AppView] = {}
+        self._token = secrets.token_urlsafe(32)
+        self._sandbox_token = secrets.token_urlsafe(32)
+        self._server = LoopbackServer(self._route, count=2)
+        self._tg: TaskGroup | None = None
+        self._count = 0
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AppHost:
+        self._tg = await anyio.create_task_group().__aenter__()
+        await self._server.start(self._tg)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        """Every view is asked to tear down (briefly), then the server stops."""
+        assert self._tg is not None
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for view in self.views.values():
+                    tg.start_soon(view.teardown)
+            await self._server.aclose()
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    @property
+    def host_origin(self) -> str:
+        return f"http://{LOOPBACK}:{self._server.ports[0]}"
+
+    @property
+    def sandbox_origin(self) -> str:
+        return f"http://{LOOPBACK}:{self._server.ports[1]}"
+
+    def url(self, view: AppView) -> str:
+        return f"{self.host_origin}/{self._token}/{view.id}/"
+
+    # -- opening views -------------------------------------------------------------------
+
+    def tool_finished(self, server: str, tool: str, arguments: dict[str, Any], result: Any) -> None:
+        """A tool ran for the model: when it comes with an app, show the app with its data."""
+        spec = self.registry.server_tool(server, tool)
+        if spec is None or spec.app_uri is None or self._tg is None:
+            return
+        wire = result_wire(result) if result is not None else None
+        self._tg.start_soon(self._open_quietly, spec, arguments, wire)
+
+    async def _open_quietly(
+        self, spec: ToolSpec, arguments: dict[str, Any], result: dict[str, Any] | None
+    ) -> None:
+        try:
+            await self.open(spec, arguments, result)
+        except LookupError as exc:
+            self.notify(f"app of {spec.server} › {spec.name} not shown: {exc}")
+
+    async def open(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> AppView:
+        """A new view of the tool's page (read from its server now), announced and opened."""
+        assert spec.app_uri is not None
+        html, ui = await self._page(spec.server, spec.app_uri)
+        self._count += 1
+        view = AppView(
+            str(self._count), spec.server, spec.app_uri, html, ui, tool=spec, theme=self.theme
+        )
+        view.arguments, view.result = arguments, result
+        self.views[view.id] = view
+        url = self.url(view)
+        self.notify(f"app {view.title}: {url}")
+        if self.browser is not None:
+            await self.browser(url)
+        return view
+
+    async def _page(self, server_name: str, uri: str) -> tuple[str, dict[str, Any]]:
+        """The page's HTML and `_meta.ui` (from the read contents, as the spec says)."""
+        server = self.registry.servers.get(server_name)
+        if not isinstance(server, MCPServerConnection):
+            raise LookupError(f"'{server_name}' is not an MCP server")
+        try:
+            with anyio.fail_after(READ_TIMEOUT):
+                read = await server.read_resource(uri)
+        except (MCPError, TimeoutError, OSError) as exc:
+            raise LookupError(f"cannot read {uri}: {exc or type(exc).__name__}") from None
+        for content in read.contents:
+            mime = (content.mime_type or "").replace(" ", "").lower()
+            if mime != APP_MIME:
+                continue
+            text = getattr(content, "text", None)
+            if text is None:
+                try:
+                    text = base64.b64decode(getattr(content, "blob", "")).decode("utf-8")
+                except (binascii.Error, ValueError):
+                    continue
+            if len(text) > MAX_PAGE:
+                raise LookupError(f"{uri} is larger than {MAX_PAGE:,} characters")
+            return text, dict(policy.ui_meta(content.meta))
+        raise LookupError(f"{uri} holds no {APP_MIME} contents")
+
+    # -- the web server ------------------------------------------------------------------
+
+    async def _route(self, request: Request, port: int) -> Response:
+        parts = request.path.strip("/").split("/")
+        if port == self._server.ports[1]:
+            return self._sandbox_route(request, parts)
+        if len(parts) < 2 or not hmac.compare_digest(parts[0], self._token):
+            return Response.text(404, "not found")
+        origin = request.headers.get("origin")
+        if origin is not None and origin != self.host_origin:  # another site's script
+            return Response.text(403, "cross-origin request refused")
+        view = self.views.get(parts[1])
+        if view is None:
+            return Response.text(404, "not found")
+        action = parts[2] if len(parts) > 2 else ""
+        if view.closed:
+            return Response.text(410, "this app was closed")
+        if action == "" and request.method == "GET":
+            return self._host_page(view)
+        if action == "send" and request.method == "POST":
+            try:
+                message = json.loads(request.body)
+            except ValueError:
+                return Response.text(400, "not JSON")
+            assert self._tg is not None
+            self._tg.start_soon(view.receive, message, self)  # a tool call may take long
+            return Response.json({})
+        if action == "recv" and request.method == "GET":
+            after = int(request.query["after"]) if request.query.get("after", "").isdigit() else 0
+            messages, last = await view.take(after, POLL_WAIT)
+            if view.closed and not messages:
+                return Response.text(410, "this app was closed")
+            return Response.json({"messages": messages, "next": last})
+        return Response.text(405, "not allowed")
+
+    def _host_page(self, view: AppView) -> Response:
+        nonce = secrets.token_urlsafe(16)
+        page = pages.host_page(
+            title=view.title,
+            uri=view.uri,
+            sandbox_url=f"{self.sandbox_origin}/{self._sandbox_token}/{view.id}/sandbox",
+            sandbox_origin=self.sandbox_origin,
+            allow=policy.allow_attribute(view.ui),
+            nonce=nonce,
+        )
+        csp = pages.HOST_PAGE_CSP.format(nonce=nonce, sandbox_origin=self.sandbox_origin)
+        headers = {"Content-Security-Policy": csp}
+        return Response(200, page.encode(), "text/html; charset=utf-8", headers)
+
+    def _sandbox_route(self, request: Request, parts: list[str]) -> Response:
+        """The proxy page, served with the app's own CSP (the app's frame inherits it)."""
+        if len(parts) != 3 or parts[2] != "sandbox" or request.method != "GET":
+            return Response.text(404, "not found")
+        view = self.views.get(parts[1])
+        if not hmac.compare_digest(parts[0], self._sandbox_token) or view is None:
+            return Response.text(404, "not found")
+        csp = f"{policy.content_security_policy(view.ui)}; frame-ancestors {self.host_origin}"
+        page = pages.sandbox_page(self.host_origin).encode()
+        return Response(200, page, "text/html; charset=utf-8", {"Content-Security-Policy": csp})
+
+    # -- what views ask for (bridge.Services) --------------------------------------------
+
+    def find_tool(self, server: str, name: str) -> ToolSpec | None:
+        return self.registry.server_tool(server, name)
+
+    async def call_tool(self, view: AppView, spec: ToolSpec, arguments: dict[str, Any]) -> Any:
+        public = self.registry.public_name(spec.server, spec.name) or spec.name
+        request = ApprovalRequest(spec.server, spec.name, public, arguments, spec)
+
+        async def decide() -> Verdict:
+            if self.approval.needs_approval(spec):  # say who asks before the question
+                self.notify(f"app {view.title} asks to run a tool:")
+            return await self.approval.check(request)
+
+        verdict = await self._in_terminal(decide)
+        if not verdict.allowed:
+            self.notify(f"app {view.title}: {spec.server} › {spec.name} refused")
+            raise AppError(REFUSED, f"not approved: '{spec.name}' on server '{spec.server}'")
+        observation = await self.registry.call(public, arguments, spec=spec)
+        if observation.result is not None:
+            return result_wire(observation.result)
+        return error_result(strip_marker(observation.text))
+
+    async def read_resource(self, view: AppView, uri: str) -> dict[str, Any]:
+        server = self.registry.servers.get(view.server)
+        if not isinstance(server, MCPServerConnection):
+            raise AppError(REFUSED, "the app's server is gone")
+        try:
+            with anyio.fail_after(READ_TIMEOUT):
+                read = await server.read_resource(uri)
+        except (MCPError, TimeoutError, OSError) as exc:
+            raise AppError(REFUSED, f"cannot read {uri}: {exc or type(exc).__name__}") from None
+        return read.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    async def message(self, view: AppView, text: str) -> None:
+        if self.ui is None:
+            raise AppError(REFUSED, "this session takes no messages from apps")
+        self.ui.app_turn(f"app {view.title}", text)
+
+    async def open_link(self, view: AppView, url: str) -> bool:
+        ui = self.ui
+        if ui is None:
+            return False
+        question = f"App {view.title} asks to open {url} — open it? [y]es / [n]o: "
+        if not await self._in_terminal(lambda: ui.confirm(question)):
+            return False
+        if self.browser is not None:
+            await self.browser(url)
+        else:
+            self.notify(f"open: {url}")
+        return True
+
+    def log(self, view: AppView, level: str, text: str) -> None:
+        if self.ui is not None:
+            self.ui.app_log(f"app {view.title}", level, text)
+
+    def notify(self, text: str) -> None:
+        """A line for the person (the page's URL, a refusal), through the front end."""
+        if self.ui is not None:
+            self.ui.app_notice(text)
+
+    async def _in_terminal(self, work: Callable[[], Awaitable[T]]) -> T:
+        if self.ui is None:
+            return await work()
+        return await self.ui.in_terminal(work)
