@@ -38,6 +38,7 @@ pytestmark = pytest.mark.slow
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 WAIT = 30.0  # seconds for anything the REPL or the page should do
+playwright_api.expect.set_options(timeout=WAIT * 1000)  # a busy 2-core CI is slow to draw
 URL = re.compile(r"app (?P<title>.+?): (?P<url>http://127\.0\.0\.1:\d+/\S+/)$")
 
 
