@@ -237,12 +237,20 @@ class ServerConfig(_Frozen):
         return tool not in self.exclude_tools
 
 
+class TelemetrySettings(_Frozen):
+    """OpenTelemetry traces (agent/telemetry.py); the standard OTEL_* variables work too."""
+
+    endpoint: str | None = None  # OTLP/HTTP base URL: spans go to {endpoint}/v1/traces
+    capture_content: bool = False  # prompts, arguments and results in spans, redacted
+
+
 class Settings(_Frozen):
     """Everything a run needs, resolved once."""
 
     llm: LLMSettings = LLMSettings()
     agent: AgentSettings = AgentSettings()
     ui: UISettings = UISettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     servers: tuple[ServerConfig, ...] = ()
     state_dir: Path = Path(".")
     workspace: Path = Path(".")
@@ -491,10 +499,10 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read settings ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    unknown = set(doc) - {"llm", "agent", "ui", "trust"}  # [trust]: see agent/trust.py
+    unknown = set(doc) - {"llm", "agent", "ui", "trust", "telemetry"}  # [trust]: agent/trust.py
     if unknown:
         raise ConfigError(
-            f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui])"
+            f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui] [telemetry])"
         )
     secrets = [k for name, table in doc.items() for k in literal_secrets(table, "", f"[{name}]")]
     warn_if_world_readable(path, secrets)
@@ -540,7 +548,7 @@ def _resolve_sections(
     overrides: dict[str, dict[str, Any]] = {"llm": _env_overrides(environ)}
     for name, values in flags.items():
         overrides.setdefault(name, {}).update({k: v for k, v in values.items() if v is not None})
-    sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}}
+    sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}, "telemetry": {}}
     for name, values in (load_toml(path) if path is not None else {}).items():
         if name == "trust":  # read by agent/trust.py, from the user-level file only
             continue
@@ -583,6 +591,7 @@ def build_settings(
         llm = LLMSettings(**sections["llm"])
         agent = AgentSettings(**sections["agent"])
         ui = UISettings(**sections["ui"])
+        telemetry = TelemetrySettings(**sections["telemetry"])
     except ValidationError as exc:
         section = next(n for n, m in _SECTION_MODELS.items() if exc.title == m.__name__)
         raise ConfigError(_validation_message(exc, f"{where}: [{section}]")) from None
@@ -610,6 +619,7 @@ def build_settings(
         llm=llm,
         agent=agent,
         ui=ui,
+        telemetry=telemetry,
         servers=tuple(enabled),
         state_dir=state_dir,
         workspace=root,
@@ -636,4 +646,5 @@ _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "llm": LLMSettings,
     "agent": AgentSettings,
     "ui": UISettings,
+    "telemetry": TelemetrySettings,
 }

@@ -39,6 +39,7 @@ from agent.events import (
 from agent.hooks import NO_OUTCOME, HookOutcome, Hooks, ToolUse, with_context
 from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
 from agent.memory import Fitted, Memory, estimate_tokens
+from agent.telemetry import NO_SPAN, OFF, Span, Telemetry
 from agent.textcalls import Mode as ToolCallMode
 from agent.textcalls import StreamGate, model_family, parse, to_text_mode
 from agent.tools.base import ToolSpec
@@ -104,6 +105,7 @@ class ToolBox(Protocol):
         *,
         progress: Any = None,
         spec: ToolSpec | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> Observation: ...
 
 
@@ -152,10 +154,13 @@ class Agent:
         results: ResultStore | None = None,
         price: Callable[[Usage], Usage] | None = None,
         compact_at: float = 0.8,
+        telemetry: Telemetry = OFF,
     ) -> None:
         self._simplified: set[str] = set()  # tools whose schema the endpoint refused
         self.compact_at = compact_at  # share of the window that triggers compaction (0: off)
         self._compaction_tried = False  # this run: compacting again would not help
+        self.telemetry = telemetry  # spans of runs, steps, requests, calls (agent.telemetry)
+        self._step_span: Span = NO_SPAN
         self.results = results  # big results kept whole, paged with read_result (None: cut)
         self.model = model
         # One request's usage -> with its cost (agent.prices); none: every cost is unknown.
@@ -207,7 +212,30 @@ class Agent:
         self.session_usage += usage
 
     async def run(self, request: str) -> AsyncIterator[Event]:
-        """Handle one user request; the last event is always RunFinished (unless cancelled)."""
+        """Handle one user request; the last event is always RunFinished (unless cancelled).
+
+        Traced (when telemetry is on) from the events: a span for the run, one per step."""
+        run = self.telemetry.run(request)
+        try:
+            async for event in self._run(request):
+                if isinstance(event, StepStarted | RunFinished):
+                    self._step_span.end()
+                    self._step_span = NO_SPAN
+                if isinstance(event, StepStarted):
+                    self._step_span = run.child(f"step {event.step}", mcp_agent__step=event.step)
+                elif isinstance(event, RunFinished):
+                    _trace_finish(run, event)
+                yield event
+        except BaseException as exc:
+            self._step_span.fail(type(exc).__name__)
+            run.fail(type(exc).__name__)
+            raise
+        finally:
+            self._step_span.end()
+            self._step_span = NO_SPAN
+            run.end()
+
+    async def _run(self, request: str) -> AsyncIterator[Event]:
         self._run_usage, self._seen, self._stop_active = Usage(), Counter(), False
         self._request = request
         self._compaction_tried = False
@@ -388,22 +416,28 @@ class Agent:
             messages, tools = to_text_mode(messages, tools, family), []
         reads_text = self.tool_calls_mode != "native" and bool(offered)
         gate = StreamGate() if reads_text else None
-        async for item in self.model.stream(messages, tools):
-            if isinstance(item, str):
-                if shown := (gate.feed(item) if gate is not None else item):
-                    yield TextDelta(shown)
-            elif isinstance(item, RetryNotice):
-                gate = StreamGate() if reads_text else None
-                yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
-            else:
-                reply = item
-                if gate is not None and not item.tool_calls:
-                    found = parse(item.content, offered, self._text_call_id, any_name=text_mode)
-                    if found.calls:
-                        reply = replace(item, content=found.prose, tool_calls=found.calls)
-                    if rest := gate.finish(found.prose, bool(found.calls)):
-                        yield TextDelta(rest)
-                yield reply
+        with self._step_span.child(
+            f"chat {self.model.model}",
+            gen_ai__operation__name="chat",
+            gen_ai__request__model=self.model.model,
+        ) as span:
+            async for item in self.model.stream(messages, tools):
+                if isinstance(item, str):
+                    if shown := (gate.feed(item) if gate is not None else item):
+                        yield TextDelta(shown)
+                elif isinstance(item, RetryNotice):
+                    gate = StreamGate() if reads_text else None
+                    yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
+                else:
+                    reply = item
+                    if gate is not None and not item.tool_calls:
+                        found = parse(item.content, offered, self._text_call_id, any_name=text_mode)
+                        if found.calls:
+                            reply = replace(item, content=found.prose, tool_calls=found.calls)
+                        if rest := gate.finish(found.prose, bool(found.calls)):
+                            yield TextDelta(rest)
+                    _trace_reply(span, reply)
+                    yield reply
 
     def _text_call_id(self) -> str:
         return f"call_{self._text_id_prefix}_{next(self._text_ids)}"
@@ -681,7 +715,9 @@ class Agent:
             await send.send(Notice(warning, "warning"))
         return observation
 
-    async def _observe(self, call: _Call, refusal: str | None, progress: Any) -> Observation:
+    async def _observe(
+        self, call: _Call, refusal: str | None, progress: Any, span: Span = NO_SPAN
+    ) -> Observation:
         if refusal is not None:
             return error_observation(None, refusal)
         if (agent_tool := self.own_tools().get(call.name)) is not None:
@@ -689,7 +725,11 @@ class Agent:
         if call.spec is None:
             return Observation(text="Finishing.")
         observation = await self.tools.call(  # exactly the approved (server, tool)
-            call.name, call.arguments, progress=progress, spec=call.spec
+            call.name,
+            call.arguments,
+            progress=progress,
+            spec=call.spec,
+            meta=span.trace_meta() or None,  # W3C trace context for the server (SEP-414)
         )
         if self.results is not None:  # a cut result: kept whole, the model gets a handle
             observation = self.results.shortened(call.spec.server, observation)
@@ -717,7 +757,17 @@ class Agent:
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                     await send.send(ToolProgress(call.id, done, total, message))
 
-            observation = await self._observe(call, refusal, progress)
+            with self._step_span.child(
+                f"execute_tool {call.name}",
+                gen_ai__operation__name="execute_tool",
+                gen_ai__tool__name=call.name,
+                gen_ai__tool__call__id=call.id,
+                mcp_agent__server=server,
+                mcp_agent__tool=tool,
+            ) as span:
+                span.content("gen_ai.tool.call.arguments", call.arguments)
+                observation = await self._observe(call, refusal, progress, span)
+                _trace_observation(span, observation, refusal, started)
             if refusal is None:
                 observation = await self._post_hooks(call, pre, observation, send)
             observation = self._note_repeats(call, observation)
@@ -812,6 +862,39 @@ def _depth(value: Any) -> int:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return deepest
+
+
+def _trace_finish(run: Span, event: RunFinished) -> None:
+    run.set(
+        mcp_agent__status=event.status,
+        mcp_agent__steps=event.steps,
+        gen_ai__usage__input_tokens=event.usage.prompt_tokens if event.usage.known else None,
+        gen_ai__usage__output_tokens=event.usage.completion_tokens if event.usage.known else None,
+    )
+    if event.status == "error":
+        run.fail("run_error", event.error or "")
+
+
+def _trace_reply(span: Span, reply: Reply) -> None:
+    known = reply.usage.known
+    span.set(
+        gen_ai__usage__input_tokens=reply.usage.prompt_tokens if known else None,
+        gen_ai__usage__output_tokens=reply.usage.completion_tokens if known else None,
+        gen_ai__response__finish_reasons=(reply.finish_reason,) if reply.finish_reason else None,
+    )
+
+
+def _trace_observation(
+    span: Span, observation: Observation, refusal: str | None, started: float
+) -> None:
+    span.set(
+        mcp_agent__duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        mcp_agent__output_bytes=len(observation.text.encode()),
+        mcp_agent__denied=refusal is not None,
+    )
+    span.content("gen_ai.tool.call.result", observation.text)
+    if observation.is_error:
+        span.fail("tool_error", observation.text[:200])
 
 
 def _wire(call: _Call) -> dict[str, Any]:

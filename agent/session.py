@@ -46,6 +46,7 @@ from agent.server_requests import ServerRequests
 from agent.session_hooks import read_hooks, session_hooks, start_session
 from agent.signals import ended_by_signals
 from agent.skills import Skills, merged_tools, open_skills
+from agent.telemetry_open import open_telemetry
 from agent.text import valid_unicode
 from agent.tools.mcp import hasten_shutdown
 from agent.tools.prestart import Prestarts
@@ -268,6 +269,12 @@ def build_agent(
         results=ResultStore(session.transcript.path.with_suffix(".results"), registry.redact),
         hooks=session_hooks(hookset or HookSet(), settings, approval, session),
         price=pricing(settings, model),
+        telemetry=open_telemetry(
+            os.environ,
+            registry.redact,
+            endpoint=settings.telemetry.endpoint,
+            capture_content=settings.telemetry.capture_content,
+        ),
     )
 
 
@@ -494,6 +501,8 @@ async def _single(
             hasten_shutdown()  # the process ends next: servers get a short grace
     finally:
         report()
+        if agent is not None:
+            agent.telemetry.flush()  # the process ends next: spans out first
         await model.aclose()
         session.transcript.close()
     done = record.finished
@@ -590,7 +599,10 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
                     repl.status, repl.can_ask, repl.on_answer = stderr, False, print_answer
                 else:
                     session.completer = ReplCompleter(repl)
-                return await repl.loop()
+                try:
+                    return await repl.loop()
+                finally:
+                    agent.telemetry.flush()
     finally:
         await model.aclose()
         loaded.transcript.close()

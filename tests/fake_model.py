@@ -96,7 +96,13 @@ class FakeTools:
         return self._openai
 
     async def call(
-        self, public_name: str, arguments: dict[str, Any], *, progress: Any = None, spec: Any = None
+        self,
+        public_name: str,
+        arguments: dict[str, Any],
+        *,
+        progress: Any = None,
+        spec: Any = None,
+        meta: Any = None,
     ) -> Observation:
         self.calls.append((public_name, arguments))
         try:

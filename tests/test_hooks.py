@@ -145,7 +145,7 @@ HANG = """
 with open(os.path.join(os.path.dirname(__file__), "pid"), "w") as fh:
     fh.write(str(os.getpid()))
 import time
-time.sleep(120)
+time.sleep(600)
 """
 
 
@@ -168,12 +168,10 @@ def test_a_hanging_hook_is_stopped_at_its_timeout_and_the_run_goes_on(tmp_path: 
     }
     user_hooks(tmp_path, hooks)
     script = [tool_calls(("local__bash", {"command": "echo still-ran"})), text("fine")]
-    started = time.monotonic()
-    with ScriptedLLM(*script) as llm:
+    with ScriptedLLM(*script) as llm:  # run_cli's own bound (90 s) < the hook's 600 s
         proc = run_cli(["-p", "go", "--yes"], tmp_path, base_url=llm.base_url)
         llm.assert_complete()
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - started < 30  # not the hook's 120 s
     assert "still-ran" in tool_messages(llm.requests[1])[0]
     assert "timed out after 1 s (stopped); the run goes on" in proc.stderr
     assert "exited 1: lint is broken; the run goes on" in proc.stderr

@@ -212,8 +212,10 @@ class ToolServer(ABC):
         *,
         timeout: float,
         progress: ProgressFn | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> types.CallToolResult:
-        """Call one tool. Tool-level failures come back as is_error results."""
+        """Call one tool. Tool-level failures come back as is_error results. `meta` goes in
+        the request's `_meta` (an MCP server's; others may carry it their own way)."""
 
     def stderr_tail(self) -> list[str]:
         """The last lines the server wrote to its log in the current attempt (if it has one)."""

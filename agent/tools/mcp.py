@@ -621,10 +621,15 @@ class MCPServerConnection(ToolServer):
         *,
         timeout: float,
         progress: ProgressFn | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> types.CallToolResult:
         async def send(client: Client) -> types.CallToolResult:
             return await client.call_tool(
-                name, arguments, read_timeout_seconds=timeout, progress_callback=progress
+                name,
+                arguments,
+                read_timeout_seconds=timeout,
+                progress_callback=progress,
+                meta=meta,
             )
 
         try:

@@ -285,6 +285,7 @@ class OpenAPIServer(ToolServer):
         *,
         timeout: float,
         progress: ProgressFn | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> types.CallToolResult:
         self.ensure_ready()
         assert self._http is not None

@@ -499,8 +499,10 @@ class ToolRegistry:
         *,
         progress: ProgressFn | None = None,
         spec: ToolSpec | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> Observation:
         """Call a tool by public name. Every failure becomes an error observation.
+        `meta`: the request's `_meta` (the trace context of the call's span).
 
         `spec` is the (server, tool) the name stood for when the call was approved: that
         exact tool runs, even if a list change has since given the name to another one.
@@ -518,7 +520,9 @@ class ToolRegistry:
             with anyio.fail_after(server.connect_timeout * MAX_ATTEMPTS + 10):
                 await server.ensure_connected()
             result = await self._detached(
-                lambda: server.call_tool(spec.name, arguments, timeout=timeout, progress=progress),
+                lambda: server.call_tool(
+                    spec.name, arguments, timeout=timeout, progress=progress, meta=meta
+                ),
                 timeout + CALL_GRACE,
             )
         except TimeoutError:
