@@ -20,6 +20,7 @@ import typer
 
 from agent.config import ServerConfig, Settings, build_settings, infer_type
 from agent.errors import AgentError, ConfigError
+from agent.malloc import return_big_buffers
 from agent.private import make_non_dumpable
 from agent.redact import PATTERNS_ONLY
 from agent.signals import SignalEnded, ending_signals_raise
@@ -343,6 +344,7 @@ def _single_shot_request(prompt: str | None, interactive: bool) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: map every outcome to an exit code and one line on stderr."""
     make_non_dumpable()  # before any server starts: none may read our environment
+    return_big_buffers()  # a 20 MB image freed is memory given back (agent.malloc)
     debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
     args = _resume_default(list(argv if argv is not None else sys.argv[1:]))
     try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent.images import SavedImage as SavedImage
+
 # Token counts: one type for the model seam and the events (re-exported for front ends).
 from agent.llm import Usage as Usage
 
@@ -88,6 +90,7 @@ class ToolCallFinished:
     denied: bool = False
     structured: Any = None  # the server's structuredContent, whole (the model may see only text)
     result: Any = None  # the CallToolResult as the server sent it (shown by an MCP App)
+    images: tuple[SavedImage, ...] = ()  # the result's images, saved for the user
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

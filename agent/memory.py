@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from agent.images import bound_images, part_tokens
+
 Message = dict[str, Any]
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -54,17 +56,15 @@ def describe_environment(today: date, cwd: str, system: str, shell: str, servers
     )
 
 
-IMAGE_TOKENS = 800  # one image part (its base64 length says nothing about its tokens)
-
-
 def estimate_tokens(value: Any) -> int:
-    """A cheap, dependency-free estimate: about four characters a token."""
+    """A cheap, dependency-free estimate: about four characters a token; an image part
+    costs what an endpoint charges for its size (agent.images), not its base64 length."""
     if isinstance(value, dict) and isinstance(value.get("content"), list):
         parts = value["content"]
         images = [p for p in parts if isinstance(p, dict) and p.get("type") == "image_url"]
         if images:
             rest = {**value, "content": [p for p in parts if p not in images]}
-            return estimate_tokens(json.dumps(rest)) + IMAGE_TOKENS * len(images)
+            return estimate_tokens(json.dumps(rest)) + sum(part_tokens(p) for p in images)
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return len(text) // CHARS_PER_TOKEN + MESSAGE_OVERHEAD
 
@@ -144,8 +144,11 @@ class Memory:
 
     def add_images(self, message: Message) -> None:
         """A user message of image parts: the images of the tool results just added (tool
-        messages carry text only). It belongs to their step when history is trimmed."""
+        messages carry text only). It belongs to their step when history is trimmed.
+        Older images beyond the request bounds become a note (agent.images): no request
+        carries more, and the memory does not hold their data."""
         self._append(message)
+        self.messages[:] = bound_images(self.messages)
 
     def rewrite(self, change: Callable[[Message], Message]) -> None:
         """Replace messages by `change(message)` (e.g. images the endpoint refuses)."""

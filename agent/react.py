@@ -37,13 +37,14 @@ from agent.events import (
     Usage,
 )
 from agent.hooks import NO_OUTCOME, HookOutcome, Hooks, ToolUse, with_context
+from agent.images import ImageStore
 from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
 from agent.memory import Fitted, Memory, estimate_tokens
 from agent.telemetry import NO_SPAN, OFF, Span, Telemetry
 from agent.textcalls import Mode as ToolCallMode
 from agent.textcalls import StreamGate, model_family, parse, to_text_mode
 from agent.tools.base import ToolSpec
-from agent.tools.results import Observation, error_observation
+from agent.tools.results import Observation, error_observation, save_images
 from agent.tools.search import FIND_TOOLS, ToolSearch
 from agent.tools.simplify import refused_tool, with_simplified
 from agent.tools.stored import READ_RESULT, READ_RESULT_SCHEMA, ResultStore
@@ -155,6 +156,7 @@ class Agent:
         price: Callable[[Usage], Usage] | None = None,
         compact_at: float = 0.8,
         telemetry: Telemetry = OFF,
+        image_store: ImageStore | None = None,
     ) -> None:
         self._simplified: set[str] = set()  # tools whose schema the endpoint refused
         self.compact_at = compact_at  # share of the window that triggers compaction (0: off)
@@ -167,6 +169,7 @@ class Agent:
         self._price = price or (lambda usage: replace(usage, unpriced=1))
         self.hooks = hooks  # the user's hooks (agent.hooks); None: none configured
         self._stop_active = False  # a Stop hook sent the model back to work this run
+        self.image_store = image_store  # where tools' images are saved for the user
         # auto: calls written as text to offered tools run; text: the endpoint takes no
         # `tools` (set, or learnt from its refusal), so they are described in the prompt.
         self.tool_calls_mode = tool_calls
@@ -771,6 +774,9 @@ class Agent:
             if refusal is None:
                 observation = await self._post_hooks(call, pre, observation, send)
             observation = self._note_repeats(call, observation)
+            observation, saved = await anyio.to_thread.run_sync(
+                save_images, self.image_store, observation
+            )
             results[call.id] = observation
             await send.send(
                 ToolCallFinished(
@@ -785,6 +791,7 @@ class Agent:
                     denied=refusal is not None and call.problem is None,
                     structured=observation.structured,
                     result=observation.result,
+                    images=saved,
                 )
             )
 

@@ -275,6 +275,7 @@ def build_agent(
             endpoint=settings.telemetry.endpoint,
             capture_content=settings.telemetry.capture_content,
         ),
+        image_store=session.transcript.images,
     )
 
 
@@ -366,6 +367,10 @@ class RunRecord:
             self.tool_calls[slot] = self._entry(event, output, event.is_error, event.duration_ms)
             if event.structured is not None:  # the model may have had the text only
                 self.tool_calls[slot]["structured_content"] = event.structured
+            if event.images:
+                self.tool_calls[slot]["images"] = [
+                    {"mime": i.mime_type, "bytes": i.bytes, "path": i.path} for i in event.images
+                ]
         elif isinstance(event, RunFinished):
             self.finished = event
 

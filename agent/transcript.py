@@ -6,6 +6,9 @@ write after resume cuts that partial line off, so the next record starts on a fr
 and is not lost to a merged, unreadable line on the resume after.
 Every record is redacted before it is written: a transcript outlives the run and is easy
 to share, so keys and bearer tokens never reach it (the live memory is not changed).
+Image data never goes into a record: the bytes are files in the session's folder
+(`<id>/images/`, agent.images) and the record names the file; a resume reads back only the
+newest images a request may carry.
 """
 
 from __future__ import annotations
@@ -19,12 +22,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from agent.errors import ConfigError
+from agent.images import (
+    MAX_REQUEST_IMAGE_BYTES,
+    MAX_REQUEST_IMAGES,
+    NOT_RESENT,
+    ImageStore,
+    human_size,
+    part_data,
+)
 from agent.memory import Message
 from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.text import valid_unicode
 
 _CHUNK = 64 * 1024
+IMAGE_FILE = "image_file"  # a transcript's image part: the data is a file beside it
 
 
 def sessions_dir(state_dir: Path) -> Path:
@@ -47,6 +59,11 @@ class Transcript:
     def session_id(self) -> str:
         return self.path.stem
 
+    @property
+    def images(self) -> ImageStore:
+        """The session's image folder, `<sessions>/<id>/images/`."""
+        return ImageStore(self.path.with_suffix("") / "images")
+
     @classmethod
     def create(
         cls, state_dir: Path, meta: dict[str, Any], redactor: Redactor = PATTERNS_ONLY
@@ -67,7 +84,27 @@ class Transcript:
         self._fh.flush()
 
     def append(self, message: Message) -> None:
-        self._write({"type": "message", "message": message})
+        self._write({"type": "message", "message": self._image_files(message)})
+
+    def _image_files(self, message: Message) -> Message:
+        """The message with each image's data written to a file and named instead."""
+        content = message.get("content")
+        if not isinstance(content, list) or not any(part_data(p) for p in content):
+            return message
+        parts: list[Any] = []
+        for part in content:
+            found = part_data(part)
+            if found is None:
+                parts.append(part)
+                continue
+            saved = self.images.save(*found)
+            if saved.path is None:
+                note = f"[image {saved.mime_type}, {human_size(saved.bytes)}: {saved.note}]"
+                parts.append({"type": "text", "text": note})
+            else:
+                name = Path(saved.path).name
+                parts.append({"type": IMAGE_FILE, "mime_type": saved.mime_type, "file": name})
+        return {**message, "content": parts}
 
     def mark(self, kind: str, **data: Any) -> None:
         """Non-message records: a cleared memory, a cancelled or finished run."""
@@ -160,7 +197,45 @@ def load(path: Path, redactor: Redactor = PATTERNS_ONLY) -> Loaded:
             messages.append(message)
         elif record.get("type") == "clear":
             messages.clear()
-    return Loaded(Transcript(path, redactor), messages, warnings)
+    transcript = Transcript(path, redactor)
+    return Loaded(transcript, read_back_images(messages, transcript.images), warnings)
+
+
+def read_back_images(messages: list[Message], store: ImageStore) -> list[Message]:
+    """Image files back into data parts, newest first, as many as one request may carry
+    (agent.images); older ones, and files that are gone, become a note."""
+    count = total = 0
+    out = list(messages)
+    for index in range(len(out) - 1, -1, -1):
+        content = out[index].get("content")
+        if not isinstance(content, list):
+            continue
+        parts = list(content)
+        for at in range(len(parts) - 1, -1, -1):
+            part = parts[at]
+            if not (isinstance(part, dict) and part.get("type") == IMAGE_FILE):
+                continue
+            mime, name = str(part.get("mime_type")), str(part.get("file"))
+            size = _file_size(store.path_of(name))
+            data = None
+            if count < MAX_REQUEST_IMAGES and total + size <= MAX_REQUEST_IMAGE_BYTES:
+                data = store.load(name)
+            if data is None:
+                megabytes = f"{MAX_REQUEST_IMAGE_BYTES / (1024 * 1024):g}"
+                note = NOT_RESENT.format(count=MAX_REQUEST_IMAGES, megabytes=megabytes)
+                parts[at] = {"type": "text", "text": note}
+                continue
+            count, total = count + 1, total + size
+            parts[at] = {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
+        out[index] = {**out[index], "content": parts}
+    return out
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def list_sessions(state_dir: Path, limit: int = 20) -> list[tuple[str, str]]:
@@ -195,6 +270,12 @@ def to_markdown(messages: list[Message]) -> str:
     parts = ["# Conversation\n"]
     for message in messages:
         role, content = message["role"], message.get("content") or ""
+        if isinstance(content, list):  # images after tool results: their text, no data
+            content = "\n".join(
+                p.get("text", "") if p.get("type") == "text" else "[image]"
+                for p in content
+                if isinstance(p, dict)
+            )
         if role == "user":
             parts.append(f"## You\n\n{content}\n")
         elif role == "assistant":

@@ -137,6 +137,7 @@ class ScriptedLLM:
     def __init__(self, *script: Script) -> None:
         self.script: list[Script] = list(script)
         self.requests: list[dict[str, Any]] = []
+        self.request_bytes: list[int] = []  # each request's body as it arrived
         self.headers: list[dict[str, str]] = []
         self.unexpected: list[int] = []
         # A text-only model: a request carrying image parts gets a 400 (llama.cpp and
@@ -190,6 +191,7 @@ class ScriptedLLM:
             return JSONResponse({"error": {"message": "request body is not JSON"}}, 400)
         with self._lock:
             self.requests.append(body)
+            self.request_bytes.append(len(raw))
             self.headers.append({k.lower(): v for k, v in request.headers.items()})
             number = len(self.requests)
             if self.reject_images and _has_image_parts(body):

@@ -96,8 +96,12 @@ async def test_vision_off_sends_only_the_placeholder(registry: ToolRegistry) -> 
     llm.assert_complete()
 
 
-def test_images_stay_with_their_tool_results_and_cost_a_fixed_estimate() -> None:
-    from agent.memory import IMAGE_TOKENS, estimate_tokens
+def test_images_stay_with_their_tool_results_and_cost_what_their_size_costs() -> None:
+    import base64
+    import struct
+
+    from agent.images import MAX_IMAGE_TOKENS
+    from agent.memory import estimate_tokens
     from agent.tools.results import Image
     from agent.vision import image_message
 
@@ -111,4 +115,10 @@ def test_images_stay_with_their_tool_results_and_cost_a_fixed_estimate() -> None
     memory.add_images(message)
     memory.add_user("and now?")
     assert [len(u) for u in memory.units()] == [1, 3, 1]  # assistant + tool + its images
-    assert IMAGE_TOKENS <= estimate_tokens(message) < IMAGE_TOKENS + 100  # not 350k tokens
+    # A size that cannot be read counts as the most one image can cost, not 350k tokens.
+    assert MAX_IMAGE_TOKENS <= estimate_tokens(message) < MAX_IMAGE_TOKENS + 100
+    # A 512 x 512 PNG is one tile: 85 + 170 tokens, as OpenAI counts it.
+    head = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + struct.pack(">II", 512, 512)
+    png = base64.b64encode(head + b"\x08\x02\x00\x00\x00" + b"\x00" * 64).decode()
+    small = image_message([("srv", Image("image/png", png))])
+    assert small is not None and 255 <= estimate_tokens(small) < 255 + 100

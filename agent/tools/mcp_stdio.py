@@ -15,7 +15,9 @@ from typing import Any
 
 import anyio
 import mcp.client.stdio as mcp_stdio
+import mcp.types as types
 from anyio.streams.text import TextReceiveStream
+from mcp.shared.message import SessionMessage
 
 from agent.tools.prestart import AdoptedProcess, Prestarted, stop_prestarted
 from agent.tools.toolcap import cut_tool_list
@@ -92,7 +94,18 @@ def _parse_capped_line(line: str) -> Any:
             message, cap.announced = cut
             message["result"].pop("nextCursor", None)
             line = json.dumps(message)
-    return _sdk_parse_line(line)
+    return _parse_big_line(line) if len(line) > BIG_LINE else _sdk_parse_line(line)
+
+
+def _parse_big_line(line: str) -> Any:
+    """json's C decoder, then the SDK's model from those objects. The SDK's `validate_json`
+    builds a tree of its own first: a 27 MB image reply was held three times at once, here
+    once more than the line (the model keeps json's strings). Failures go the SDK's way."""
+    try:
+        message = types.jsonrpc_message_adapter.validate_python(json.loads(line), by_name=False)
+    except (ValueError, RecursionError):  # json's and pydantic's errors are ValueErrors
+        return _sdk_parse_line(line)
+    return SessionMessage(message)
 
 
 mcp_stdio._parse_line = _parse_capped_line
@@ -128,8 +141,15 @@ class _WholeLines(TextReceiveStream):
     """
 
     _pending: list[str] = field(init=False, default_factory=list)
+    _gave_big: bool = field(init=False, default=False)
 
     async def receive(self) -> str:
+        if self._gave_big:
+            # The SDK's reader holds the last chunk and its split lines in local variables
+            # until the next chunk comes: after a big one (a 20 MB image is 27 MB of JSON,
+            # twice), an empty chunk at once lets them go instead of at the next reply.
+            self._gave_big = False
+            return ""
         while True:
             try:
                 chunk = await super().receive()
@@ -144,6 +164,7 @@ class _WholeLines(TextReceiveStream):
                 continue
             whole = "".join([*self._pending, chunk[:cut]])
             self._pending = [chunk[cut:]] if cut < len(chunk) else []
+            self._gave_big = len(whole) > BIG_LINE
             return whole
 
 

@@ -1,7 +1,8 @@
 """CallToolResult -> what the model observes.
 
 Every content block is kept in some form; images and audio become short placeholders in
-the text (and images are attached separately for vision models). The text is cut to
+the text (and images are attached separately for vision models, within the bounds of
+agent.images: a placeholder says when one is left out, and why). The text is cut to
 `max_chars` and wrapped in an envelope that marks it as untrusted data from a named server.
 
 The envelope has a begin and an end line carrying a random id made per call: text inside
@@ -11,16 +12,23 @@ any envelope tag inside the content is escaped besides (`&lt;/untrusted-data`).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mcp.types as types
 
+from agent.images import (
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES_PER_RESULT,
+    MAX_SAVED_PER_RESULT,
+    ImageStore,
+    SavedImage,
+    decoded_size,
+    human_size,
+)
 from agent.text import valid_unicode
 from agent.tools.uimeta import is_app_page
 
@@ -29,6 +37,7 @@ from agent.tools.uimeta import is_app_page
 class Image:
     mime_type: str
     data: str  # base64
+    to_model: bool = True  # within the bounds for the model (else saved for the user only)
 
 
 @dataclass(frozen=True)
@@ -73,19 +82,7 @@ def strip_marker(output: str) -> str:
     return head + match.group("body") + (match.group("tail") or "") if match else output
 
 
-def _decoded_size(data: str) -> int:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except (binascii.Error, ValueError):
-        return len(data) * 3 // 4
-
-
-def _human_size(n: int) -> str:
-    for unit in ("B", "KB", "MB"):
-        if n < 1024 or unit == "MB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+_decoded_size, _human_size = decoded_size, human_size
 
 
 def _resource_text(resource: types.TextResourceContents | types.BlobResourceContents) -> str:
@@ -133,14 +130,51 @@ def truncate(text: str, max_chars: int) -> tuple[str, int]:
     return text[:head] + note + (text[-tail:] if tail else ""), cut
 
 
+def _bounded_images(
+    blocks: list[types.ContentBlock],
+) -> tuple[list[str | None], list[Image], str]:
+    """A placeholder per image block (None: counted in the last line instead), the images,
+    and the line on those left out by count; within agent.images' bounds."""
+    texts: list[str | None] = []
+    images: list[Image] = []
+    sent = more = 0
+    for block in blocks:
+        if not isinstance(block, types.ImageContent):
+            continue
+        size = decoded_size(block.data)
+        to_model = size <= MAX_IMAGE_BYTES and sent < MAX_IMAGES_PER_RESULT
+        if len(images) < MAX_SAVED_PER_RESULT:  # the user's copies; beyond, the data goes
+            images.append(Image(block.mime_type, block.data, to_model))
+        words = f"image {block.mime_type}, {human_size(size)}"
+        if to_model:
+            sent += 1
+            texts.append(f"[{words}]")
+        elif size > MAX_IMAGE_BYTES:
+            limit = human_size(MAX_IMAGE_BYTES)
+            texts.append(f"[{words}: not shown to the model, over its {limit} limit per image]")
+        else:
+            more += 1
+            texts.append(None)
+    left_out = (
+        f"[{more} more image(s) not shown to the model: it gets at most "
+        f"{MAX_IMAGES_PER_RESULT} per tool result]"
+        if more
+        else ""
+    )
+    return texts, images, left_out
+
+
 def to_observation(result: types.CallToolResult, server: str, max_chars: int) -> Observation:
     texts: list[str] = []
-    images: list[Image] = []
+    image_texts, images, left_out = _bounded_images(result.content)
+    placeholders = iter(image_texts)
     for block in result.content:
-        text, image = block_text(block)
-        texts.append(text)
-        if image is not None:
-            images.append(image)
+        if not isinstance(block, types.ImageContent):
+            texts.append(block_text(block)[0])
+        elif (placeholder := next(placeholders)) is not None:
+            texts.append(placeholder)
+    if left_out:
+        texts.append(left_out)
     # One copy for the model: servers that follow the spec put the same data in a text
     # block and in structuredContent (a 2 MB file would be sent twice). The text wins; the
     # structured data is sent only when there is no text. JSON output and the transcript
@@ -161,6 +195,24 @@ def to_observation(result: types.CallToolResult, server: str, max_chars: int) ->
         whole=whole if cut else None,
         result=result,
     )
+
+
+def save_images(
+    store: ImageStore | None, observation: Observation
+) -> tuple[Observation, tuple[SavedImage, ...]]:
+    """Write a result's images to the session's folder for the user; the observation
+    keeps only the data of those that go to the model (a 20 MB image left out is not held
+    in memory any longer). Blocking file I/O: run it in a worker thread."""
+    if not observation.images:
+        return observation, ()
+    saved = tuple(store.save(i.mime_type, i.data) for i in observation.images) if store else ()
+    kept, sent = [], 0
+    for image in observation.images:  # also images that did not come from to_observation
+        if image.to_model and decoded_size(image.data) <= MAX_IMAGE_BYTES:
+            if sent < MAX_IMAGES_PER_RESULT:
+                kept.append(image)
+            sent += 1
+    return replace(observation, images=tuple(kept)), saved
 
 
 def error_observation(server: str | None, message: str) -> Observation:

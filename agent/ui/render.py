@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -46,6 +47,9 @@ ARGS_PREVIEW = 200
 def compact_json(value: Any, limit: int = ARGS_PREVIEW) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+IMAGE_PATHS_SHOWN = 5  # saved image paths listed under a tool call; the rest in one line
 
 
 def summary(output: str, lines: int = SUMMARY_LINES) -> tuple[str, int]:
@@ -309,12 +313,24 @@ class EventRenderer:
         output = self.redact(event.output)
         if self.verbosity >= VERBOSE:
             self.console.print(Text(strip_marker(output)), soft_wrap=True)
-            return
-        shown, more = summary(output)
-        body = Text(shown, style="red" if event.is_error else "dim")
-        if more:
-            body.append(f"\n… {more} more lines", style="dim italic")
-        self.console.print(Indented(body))  # wrapped lines keep the indent
+        else:
+            shown, more = summary(output)
+            body = Text(shown, style="red" if event.is_error else "dim")
+            if more:
+                body.append(f"\n… {more} more lines", style="dim italic")
+            self.console.print(Indented(body))  # wrapped lines keep the indent
+        self._show_images(event)
+
+    def _show_images(self, event: ToolCallFinished) -> None:
+        """Where the result's images were saved: a person can open them (the model's copy
+        may be left out or gone from the history)."""
+        paths = [i.path for i in event.images if i.path]
+        for path in paths[:IMAGE_PATHS_SHOWN]:
+            self.console.print(Indented(Text(f"image saved: {path}", style="cyan")))
+        if len(paths) > IMAGE_PATHS_SHOWN:
+            folder = str(Path(paths[0]).parent)
+            rest = len(paths) - IMAGE_PATHS_SHOWN
+            self.console.print(Indented(Text(f"… {rest} more images in {folder}", style="dim")))
 
     def _on_notice(self, event: Notice) -> None:
         if self.verbosity >= NORMAL or event.level == "warning":
