@@ -84,6 +84,7 @@ def test_a_20_mb_image_three_times_and_500_images_stay_within_the_bounds(tmp_pat
     # The model's side: no request over the bound; the 20 MB image is never sent, and of
     # the 500 only the first MAX_IMAGES_PER_RESULT are.
     assert max(sizes) < REQUEST_BOUND, sizes
+    assert max(sizes) < 1 * MB, sizes  # here: 8 small images at most
     assert [len(image_parts(r)) for r in requests] == [0, 0, 0, 0, MAX_IMAGES_PER_RESULT]
     assert (
         sum(decoded_size(data) for _, data in image_parts(requests[4])) <= MAX_REQUEST_IMAGE_BYTES
