@@ -66,6 +66,7 @@ class ToolIndex:
 
     def __init__(self, tools: Mapping[str, ToolSpec]) -> None:
         self.names = list(tools)
+        self._servers = [spec.server for spec in tools.values()]
         self._docs: list[Counter[str]] = []
         for public, spec in tools.items():
             counts: Counter[str] = Counter()
@@ -79,12 +80,18 @@ class ToolIndex:
         self._df: Counter[str] = Counter(term for doc in self._docs for term in doc)
 
     def search(self, query: str, limit: int) -> list[str]:
-        """Public names of the best matches, best first; ties in name order."""
+        """Public names of the best matches: every server's best match first (best first),
+        then every server's second, and so on; ties in name order.
+
+        Plain score order lets one server bury another: eleven look-alike `create_issue*`
+        tools of one server would push another server's `create_issue` out of the list.
+        """
         wanted = set(terms(query))
         total = len(self._docs)
         idf = {t: math.log(1 + (total - self._df[t] + 0.5) / (self._df[t] + 0.5)) for t in wanted}
-        scored: list[tuple[float, str]] = []
-        for name, doc, length in zip(self.names, self._docs, self._lengths, strict=True):
+        scored: list[tuple[float, str, str]] = []
+        rows = zip(self.names, self._servers, self._docs, self._lengths, strict=True)
+        for name, server, doc, length in rows:
             score = 0.0
             for term in wanted:
                 tf = doc.get(term)
@@ -92,9 +99,15 @@ class ToolIndex:
                     norm = tf + K1 * (1 - B + B * length / self._average)
                     score += idf[term] * tf * (K1 + 1) / norm
             if score > 0:
-                scored.append((-score, name))
+                scored.append((-score, name, server))
         scored.sort()
-        return [name for _, name in scored[:limit]]
+        taken: Counter[str] = Counter()  # matches listed so far per server
+        rounds: list[tuple[int, float, str]] = []
+        for negative, name, server in scored:
+            rounds.append((taken[server], negative, name))
+            taken[server] += 1
+        rounds.sort()
+        return [name for _, _, name in rounds[:limit]]
 
 
 def default_budget_tokens(context_window: int) -> int:
