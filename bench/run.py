@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the repo, first
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench import compaction, flood, measures, scale  # noqa: E402
+from bench import compaction, flood, measures, scale, telemetry  # noqa: E402
 from bench.measures import Comparison, Row  # noqa: E402
 
 DEFAULT_JSON = REPO_ROOT / "bench" / "results.json"
@@ -151,6 +151,8 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     rows += attempt("many_servers", lambda: scale.connect_many(4 if smoke else scale.MANY_SERVERS))
     rows += attempt("huge_server", lambda: scale.huge_server(smoke))
     rows += attempt("edges", lambda: scale.edges(reps, warmup=not smoke))
+    if not smoke:  # a dozen CLI runs: full runs only (--smoke stays within its minute)
+        rows += attempt("telemetry", lambda: telemetry.telemetry_overhead(3))
     rows += attempt("compaction", compaction.compaction_tokens)
     rows += attempt(
         "log_flood", lambda: flood.log_flood(1 if smoke else 3, 2000 if smoke else flood.MESSAGES)
