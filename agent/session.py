@@ -580,7 +580,7 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
             requests.on_sampled = sampling_reporter(agent, renderer.console, settings)
             await start_session(agent, resume is not None, stderr)
             # Pages are torn down before the servers close (ui/resource-teardown first).
-            async with app_host(settings, registry, agent) as apps:
+            async with app_host(settings, registry, agent, catalog) as apps:
                 repl = Repl(
                     console,
                     session,
@@ -613,14 +613,15 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
         loaded.transcript.close()
 
 
-def app_host(settings: Settings, registry: ToolRegistry, agent: Agent) -> AppHost:
+def app_host(settings: Settings, registry: ToolRegistry, agent: Agent, catalog: Catalog) -> AppHost:
     """The REPL's host for MCP Apps' pages: opens them in a browser when one can show up
     ($BROWSER, a display) unless `--no-browser`; otherwise it prints their URLs."""
     from agent.apps.host import AppHost
     from agent.auth.login import may_open_browser, open_browser
 
     browse = settings.ui.browser and may_open_browser()
-    return AppHost(registry, agent.approval, browser=open_browser if browse else None)
+    opener = open_browser if browse else None
+    return AppHost(registry, agent.approval, browser=opener, catalog=catalog)
 
 
 def run_repl(settings: Settings, *, resume: str | None, prestarts: Prestarts | None = None) -> int:

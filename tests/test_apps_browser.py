@@ -12,6 +12,8 @@ requests without its token and listening on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import queue
@@ -45,10 +47,15 @@ URL = re.compile(r"app (?P<title>.+?): (?P<url>http://127\.0\.0\.1:\d+/\S+/)$")
 class ReplProcess:
     """`run_mcp.py -i` with piped input; its stderr lines collected as they come."""
 
-    def __init__(self, config: Path, workdir: Path, base_url: str) -> None:
+    def __init__(
+        self, config: Path, workdir: Path, base_url: str, browser: str | None = None
+    ) -> None:
         env = cli_env(workdir, base_url, "sk-apps-test")
+        flags = ["--no-browser"] if browser is None else []
+        if browser is not None:
+            env["BROWSER"] = browser
         self.proc = subprocess.Popen(
-            [sys.executable, RUN_MCP, "--mcp-config", str(config), "-i", "--no-browser"],
+            [sys.executable, RUN_MCP, "--mcp-config", str(config), "-i", *flags],
             cwd=workdir,
             env=env,
             stdin=subprocess.PIPE,
@@ -258,6 +265,86 @@ def test_host_refuses_requests_without_its_token_and_listens_on_loopback_only(
         finally:
             repl.kill()
     assert code == 0
+
+
+def test_the_page_opens_with_the_browser_named_in_BROWSER(tmp_path: Path) -> None:
+    """Python's webbrowser, so $BROWSER is honoured (here: a command that records the URL)."""
+    opened = tmp_path / "opened.txt"
+    recorder = tmp_path / "browser.py"
+    recorder.write_text(
+        f"import sys, pathlib\npathlib.Path({str(opened)!r}).write_text(sys.argv[1])\n"
+    )
+    config = app_config(tmp_path, clock=npm_app("server-basic-vanillajs"))
+    with ScriptedLLM() as llm:
+        repl = ReplProcess(
+            config, tmp_path, llm.base_url, browser=f"{sys.executable} {recorder} %s"
+        )
+        try:
+            repl.send("/app clock__get-time")
+            url = repl.wait_for(URL)["url"]
+            deadline = time.monotonic() + WAIT
+            while not (opened.exists() and opened.read_text()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert opened.read_text() == url
+            code, _ = repl.finish()
+        finally:
+            repl.kill()
+    assert code == 0
+
+
+def test_the_host_keeps_the_rules_a_page_cannot_bend(tmp_path: Path, browser: Any) -> None:
+    """A hand-written page (tests/apps_probe_server.py) asks for what it may and may not
+    have: a model-only tool is refused, an app-only read-only tool runs, its server's
+    resource is read, and only the origin its metadata declares is reachable."""
+    with live_origin() as declared, live_origin() as undeclared:
+        probe = {"command": sys.executable, "args": [str(PROBE), declared, undeclared]}
+        config = app_config(tmp_path, probe=probe)
+        with ScriptedLLM(tool_calls(("probe__show", {})), text("shown")) as llm:
+            repl = ReplProcess(config, tmp_path, llm.base_url)
+            try:
+                repl.send("show the probe")
+                page = browser.new_page()
+                page.goto(repl.wait_for(URL)["url"])
+                app = app_frame(page)
+                expect = playwright_api.expect
+                expect(app.locator("#init")).to_have_text("2026-01-26 run_mcp")
+                expect(app.locator("#model-only")).to_contain_text("error: tool 'model_only'")
+                expect(app.locator("#app-only")).to_contain_text("app-only ran")
+                expect(app.locator("#read")).to_contain_text("data from the probe server")
+                expect(app.locator("#declared")).to_have_text("reached")
+                expect(app.locator("#undeclared")).to_have_text("blocked")
+                page.close()
+                code, _ = repl.finish()
+            finally:
+                repl.kill()
+        names = [t["function"]["name"] for t in llm.requests[0]["tools"]]
+    assert code == 0
+    assert "probe__model_only" in names and not any("app_only" in n for n in names)
+
+
+PROBE = Path(__file__).parent / "apps_probe_server.py"
+
+
+@contextlib.contextmanager
+def live_origin() -> Iterator[str]:
+    """A web server on 127.0.0.1 that answers every GET (an origin a page could reach)."""
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def listening_addresses(port: int) -> set[str]:

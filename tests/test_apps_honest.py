@@ -65,6 +65,7 @@ def test_app_only_tools_and_app_pages_never_reach_the_model(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Your machine is fine.\n"
     assert "app's page (MCP Apps)" in proc.stderr  # the @-attachment was refused, visibly
+    assert "http://127.0.0.1" not in proc.stderr  # -p never shows a page (nor serves one)
     for request in llm.requests:
         names = tool_names(request)
         assert "sysmon__get-system-info" in names and "clock__get-time" in names

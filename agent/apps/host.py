@@ -18,7 +18,7 @@ import binascii
 import hmac
 import json
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -30,6 +30,7 @@ from agent.approval import ApprovalPolicy, ApprovalRequest, Verdict
 from agent.apps import pages, policy
 from agent.apps.bridge import REFUSED, AppError, AppView, error_result, result_wire
 from agent.apps.http import LOOPBACK, LoopbackServer, Request, Response
+from agent.catalog import Catalog
 from agent.tools.base import ToolSpec
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
@@ -70,11 +71,15 @@ class AppHost:
         *,
         browser: Callable[[str], Awaitable[None]] | None = None,
         theme: str = "light",
+        catalog: Catalog | None = None,
     ) -> None:
+        """`catalog`: the pages as listed, whose `_meta.ui` is the fallback for a read
+        that carries none (the spec: the read contents first, the listing entry second)."""
         self.registry = registry
         self.approval = approval
         self.browser = browser  # None: print the URL only
         self.theme = theme
+        self.catalog = catalog
         self.ui: AppUI | None = None
         self.views: dict[str, AppView] = {}
         self._token = secrets.token_urlsafe(32)
@@ -178,8 +183,15 @@ class AppHost:
                     continue
             if len(text) > MAX_PAGE:
                 raise LookupError(f"{uri} is larger than {MAX_PAGE:,} characters")
-            return text, dict(policy.ui_meta(content.meta))
+            ui = policy.ui_meta(content.meta) or self._listed_ui(server_name, uri)
+            return text, dict(ui)
         raise LookupError(f"{uri} holds no {APP_MIME} contents")
+
+    def _listed_ui(self, server_name: str, uri: str) -> Mapping[str, Any]:
+        for name, listed in self.catalog.app_pages if self.catalog else ():
+            if name == server_name and str(listed.uri) == uri:
+                return policy.ui_meta(listed.meta)
+        return {}
 
     # -- the web server ------------------------------------------------------------------
 
