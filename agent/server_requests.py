@@ -45,7 +45,8 @@ class SamplingRequest:
     max_tokens: int
     system_prompt: str | None
     temperature: float | None
-    prompt_chars: int = 0  # system prompt and messages: what the user is asked to send
+    prompt_chars: int = 0  # system prompt, messages and tools: all that would be sent
+    tool_count: int = 0  # the server's own tools, declared in the request
 
     @property
     def prompt_tokens(self) -> int:
@@ -107,13 +108,18 @@ class ServerRequests:
             max_tokens=min(params.max_tokens, self.model.max_tokens or SAMPLING_MAX_TOKENS),
             system_prompt=params.system_prompt,
             temperature=params.temperature,
-            prompt_chars=len(params.system_prompt or "") + sum(map(_size, messages)),
+            # Everything sent counts: 100 server tools of 20 KB each are a 2 MB request.
+            prompt_chars=len(params.system_prompt or "")
+            + sum(map(_size, messages))
+            + (len(json.dumps(tools, ensure_ascii=False)) if tools else 0),
+            tool_count=len(tools),
         )
         if request.prompt_tokens > self.max_prompt_tokens:
             return types.ErrorData(
                 code=DECLINED,
                 message=f"sampling prompt too large: about {request.prompt_tokens:,} tokens "
-                f"({request.prompt_chars:,} characters); this client accepts at most "
+                f"({request.prompt_chars:,} characters{_with_tools(request)}); this client "
+                "accepts at most "
                 f"{self.max_prompt_tokens:,} tokens per request",
             )
         if not self._within_rate(server):
@@ -207,6 +213,14 @@ async def _complete(
 
 
 def _size(message: dict[str, Any]) -> int:
-    """Characters of a message's content (parts, images included, by their JSON length)."""
+    """Characters of a message's content (parts, images included, by their JSON length)
+    and of its tool calls (their arguments are sent too)."""
     content = message["content"]
-    return len(content) if isinstance(content, str) else len(json.dumps(content))
+    size = len(content) if isinstance(content, str) else len(json.dumps(content))
+    calls = message.get("tool_calls")
+    return size + (len(json.dumps(calls, ensure_ascii=False)) if calls else 0)
+
+
+def _with_tools(request: SamplingRequest) -> str:
+    count = request.tool_count
+    return f", {count} tool declaration{'s' if count != 1 else ''} included" if count else ""

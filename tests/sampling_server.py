@@ -47,5 +47,29 @@ async def plan_trip(city: str, ctx: Context) -> str:
     return json.dumps({"tool": use.name, "input": use.input, "answer": text})
 
 
+# 100 tools of 20 KB each: a 2 MB sampling request, if nobody counts the tools.
+BULKY = [
+    types.Tool(
+        name=f"bulky_{i}",
+        description=f"Tool {i}. " + "words " * 3400,
+        input_schema={"type": "object", "properties": {}},
+    )
+    for i in range(100)
+]
+
+
+@server.tool()
+async def plan_with_many_tools(city: str, ctx: Context) -> str:
+    """Ask the client's model with a short prompt and a hundred bulky tools."""
+    history = [
+        types.SamplingMessage(role="user", content=types.TextContent(text=f"Trip to {city}?"))
+    ]
+    try:
+        answer = await ctx.session.create_message(messages=history, max_tokens=50, tools=BULKY)
+    except Exception as exc:  # the client's refusal, as the server sees it
+        return f"refused: {exc}"
+    return " ".join(b.text for b in answer.content_as_list if isinstance(b, types.TextContent))
+
+
 if __name__ == "__main__":
     server.run("stdio")

@@ -352,7 +352,8 @@ class Repl(AppFrontEnd):
         if self._cannot_ask(f"server '{request.server}' asks the model to answer", "declined"):
             return False
         heat = "" if request.temperature is None else f", temperature {request.temperature:g}"
-        size = f"~{request.prompt_tokens:,} tokens ({request.prompt_chars:,} characters)"
+        tools = f", with its {request.tool_count} tools" if request.tool_count else ""
+        size = f"~{request.prompt_tokens:,} tokens ({request.prompt_chars:,} characters{tools})"
         self.console.print(
             Text(f"Server '{request.server}' asks the model{heat}, {size}:", style="bold yellow")
         )
