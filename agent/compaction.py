@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import ModelError
+from agent.events import Notice
 from agent.llm import ChatModel, Reply, Usage
 from agent.memory import CHARS_PER_TOKEN, Memory, Message, estimate_tokens
 
@@ -192,3 +193,35 @@ def record(compacted: Compacted, focus: str) -> dict[str, Any]:
             "completion_tokens": compacted.usage.completion_tokens,
         },
     }
+
+
+async def compact_memory(
+    model: ChatModel, memory: Memory, room: int, focus: str, request: str
+) -> tuple[Notice, Usage]:
+    """Compact `memory` in place (summarising requests within `room` tokens); what to tell
+    the user, and the tokens it took. A failure leaves the memory as it was."""
+    try:
+        done = await compact(
+            model,
+            memory,
+            request_tokens=room,
+            keep_tokens=int(room * KEEP_SHARE),
+            focus=focus,
+            request=request,
+        )
+    except ModelError as exc:
+        message = (
+            f"compaction failed ({exc.message}); older messages are left out of requests "
+            "instead when the window is full"
+        )
+        return Notice(message, "warning"), Usage()
+    if done is None:
+        return Notice("nothing to compact: the conversation is short", "info"), Usage()
+    memory.replace(done.messages, "compaction", **record(done, focus))
+    summary = estimate_tokens(done.summary)
+    requests = f"{done.requests} request{'s' if done.requests != 1 else ''}"
+    message = (
+        f"compacted {done.replaced} older messages (~{done.replaced_tokens} tokens) into a "
+        f"summary (~{summary} tokens, {requests}); the last turns are kept as they were"
+    )
+    return Notice(message, "info"), done.usage

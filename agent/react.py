@@ -8,9 +8,7 @@ never prints; front ends consume its events.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
-import secrets
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -20,17 +18,15 @@ from typing import Any, Protocol
 import anyio
 
 from agent.approval import ApprovalPolicy, ApprovalRequest
-from agent.compaction import KEEP_SHARE, compact, record
+from agent.compaction import compact_memory
 from agent.errors import ContextOverflowError, ModelError, ToolsUnsupportedError
 from agent.events import (
     AssistantMessage,
     Event,
-    ModelRetry,
     Notice,
     RunFinished,
     RunStarted,
     StepStarted,
-    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     ToolProgress,
@@ -38,11 +34,11 @@ from agent.events import (
 )
 from agent.hooks import NO_OUTCOME, HookOutcome, Hooks, ToolUse, with_context
 from agent.images import ImageStore
-from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
+from agent.llm import ChatModel, Reply, ToolCall
 from agent.memory import Fitted, Memory, estimate_tokens
 from agent.telemetry import NO_SPAN, OFF, Span, Telemetry
 from agent.textcalls import Mode as ToolCallMode
-from agent.textcalls import StreamGate, model_family, parse, to_text_mode
+from agent.textcalls import TextCallReader
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation, save_images
 from agent.tools.search import FIND_TOOLS, ToolSearch
@@ -154,7 +150,7 @@ class Agent:
         hooks: Hooks | None = None,
         results: ResultStore | None = None,
         price: Callable[[Usage], Usage] | None = None,
-        compact_at: float = 0.8,
+        compact_at: float = 0.0,
         telemetry: Telemetry = OFF,
         image_store: ImageStore | None = None,
     ) -> None:
@@ -172,9 +168,7 @@ class Agent:
         self.image_store = image_store  # where tools' images are saved for the user
         # auto: calls written as text to offered tools run; text: the endpoint takes no
         # `tools` (set, or learnt from its refusal), so they are described in the prompt.
-        self.tool_calls_mode = tool_calls
-        self._text_ids = itertools.count(1)
-        self._text_id_prefix = secrets.token_hex(3)
+        self.text_calls = TextCallReader(tool_calls)
         self.vision = vision  # auto turns off when the endpoint refuses an image
         # The agent's own tools besides terminate, asked for each step: they come and go
         # with what servers publish (read_resource once any server has resources).
@@ -372,9 +366,9 @@ class Agent:
                         return
                     yield item
             except ToolsUnsupportedError:
-                if self.tool_calls_mode != "auto" or not tools:
+                if self.text_calls.mode != "auto" or not tools:
                     raise
-                self.tool_calls_mode, last = "text", None
+                self.text_calls.mode, last = "text", None
                 yield Notice(
                     f"the endpoint takes no tools for model '{self.model.model}': the tools are "
                     "described in the system prompt and calls are read from the replies "
@@ -409,41 +403,17 @@ class Agent:
     async def _ask(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> AsyncIterator[Event | Reply]:
-        """One request. Unless the mode is native, text that may be a call written as text is
-        held back while it streams, and such calls to offered tools become the reply's calls
-        (see agent.textcalls); in text mode the request carries the tools as text."""
-        offered = {t["function"]["name"] for t in tools}
-        text_mode = self.tool_calls_mode == "text" and bool(tools)
-        if text_mode:
-            family = model_family(self.model.model)
-            messages, tools = to_text_mode(messages, tools, family), []
-        reads_text = self.tool_calls_mode != "native" and bool(offered)
-        gate = StreamGate() if reads_text else None
+        """One model request in its telemetry span; calls written as text are read by
+        agent.textcalls (and the tools sent as text in text mode)."""
         with self._step_span.child(
             f"chat {self.model.model}",
             gen_ai__operation__name="chat",
             gen_ai__request__model=self.model.model,
         ) as span:
-            async for item in self.model.stream(messages, tools):
-                if isinstance(item, str):
-                    if shown := (gate.feed(item) if gate is not None else item):
-                        yield TextDelta(shown)
-                elif isinstance(item, RetryNotice):
-                    gate = StreamGate() if reads_text else None
-                    yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
-                else:
-                    reply = item
-                    if gate is not None and not item.tool_calls:
-                        found = parse(item.content, offered, self._text_call_id, any_name=text_mode)
-                        if found.calls:
-                            reply = replace(item, content=found.prose, tool_calls=found.calls)
-                        if rest := gate.finish(found.prose, bool(found.calls)):
-                            yield TextDelta(rest)
-                    _trace_reply(span, reply)
-                    yield reply
-
-    def _text_call_id(self) -> str:
-        return f"call_{self._text_id_prefix}_{next(self._text_ids)}"
+            async for item in self.text_calls.ask(self.model, messages, tools):
+                if isinstance(item, Reply):
+                    _trace_reply(span, item)
+                yield item
 
     def _over_compaction_threshold(self, tools_tokens: int) -> bool:
         if not self.compact_at or self._compaction_tried:
@@ -457,37 +427,15 @@ class Agent:
         past `compact_at`); on failure, trimming stays the fallback. See agent.compaction."""
         reserve = min(self.reserve_tokens, self.context_window // 4)
         room = int((self.context_window - reserve) / self._token_scale)
-        try:
-            done = await compact(
-                self.model,
-                self.memory,
-                request_tokens=room,
-                keep_tokens=int(room * KEEP_SHARE),
-                focus=focus,
-                request=getattr(self, "_request", ""),
-            )
-        except ModelError as exc:
-            return Notice(
-                f"compaction failed ({exc.message}); older messages are left out of requests "
-                "instead when the window is full",
-                "warning",
-            )
-        if done is None:
-            return Notice("nothing to compact: the conversation is short", "info")
-        self.count_usage(done.usage)
-        self.memory.replace(done.messages, "compaction", **record(done, focus))
+        request = getattr(self, "_request", "")
+        notice, usage = await compact_memory(self.model, self.memory, room, focus, request)
+        self.count_usage(usage)
         self._dropped_shown = 0
-        summary = estimate_tokens(done.summary)
-        return Notice(
-            f"compacted {done.replaced} older messages (~{done.replaced_tokens} tokens) into a "
-            f"summary (~{summary} tokens, {done.requests} request"
-            f"{'s' if done.requests != 1 else ''}); the last turns are kept as they were",
-            "info",
-        )
+        return notice
 
     def _refused_schema(self, exc: ModelError, tools: list[dict[str, Any]]) -> str | None:
         """The tool whose schema a 400 names, if it was sent and not simplified yet."""
-        if exc.status != 400 or self.tool_calls_mode == "text":
+        if exc.status != 400 or self.text_calls.mode == "text":
             return None
         names = [t["function"]["name"] for t in tools]
         name = refused_tool(exc.message, names)

@@ -16,13 +16,16 @@ written the way that format expects. Memory keeps the native form either way.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Callable, Container
-from dataclasses import dataclass
+import secrets
+from collections.abc import AsyncIterator, Callable, Container
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from agent.llm import ToolCall
+from agent.events import Event, ModelRetry, TextDelta
+from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
 
 Family = Literal["hermes", "json"]
 Mode = Literal["auto", "native", "text"]
@@ -41,6 +44,48 @@ class TextCalls:
 
     prose: str
     calls: tuple[ToolCall, ...] = ()
+
+
+class TextCallReader:
+    """The session's reading of calls written as text: its mode (`auto` turns into `text`
+    when the endpoint refuses tools) and the ids it gives such calls."""
+
+    def __init__(self, mode: Mode) -> None:
+        self.mode: Mode = mode
+        self._ids = itertools.count(1)
+        self._prefix = secrets.token_hex(3)
+
+    def new_id(self) -> str:
+        return f"call_{self._prefix}_{next(self._ids)}"
+
+    async def ask(
+        self, model: ChatModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[Event | Reply]:
+        """One request. Unless the mode is native, text that may be a call is held back while
+        it streams, and calls written as text to offered tools become the reply's calls; in
+        text mode the request carries the tools as text."""
+        offered = {t["function"]["name"] for t in tools}
+        text_mode = self.mode == "text" and bool(tools)
+        if text_mode:
+            messages, tools = to_text_mode(messages, tools, model_family(model.model)), []
+        reads_text = self.mode != "native" and bool(offered)
+        gate = StreamGate() if reads_text else None
+        async for item in model.stream(messages, tools):
+            if isinstance(item, str):
+                if shown := (gate.feed(item) if gate is not None else item):
+                    yield TextDelta(shown)
+            elif isinstance(item, RetryNotice):
+                gate = StreamGate() if reads_text else None
+                yield ModelRetry(item.attempt, item.delay, item.reason, item.discarded_text)
+            else:
+                reply = item
+                if gate is not None and not item.tool_calls:
+                    found = parse(item.content, offered, self.new_id, any_name=text_mode)
+                    if found.calls:
+                        reply = replace(item, content=found.prose, tool_calls=found.calls)
+                    if rest := gate.finish(found.prose, bool(found.calls)):
+                        yield TextDelta(rest)
+                yield reply
 
 
 def model_family(model: str) -> Family:
