@@ -48,6 +48,7 @@ from agent.signals import ended_by_signals
 from agent.skills import Skills, merged_tools, open_skills
 from agent.telemetry_open import open_telemetry
 from agent.text import valid_unicode
+from agent.tools.base import ServerStatus
 from agent.tools.mcp import hasten_shutdown
 from agent.tools.prestart import Prestarts
 from agent.tools.registry import ToolRegistry
@@ -135,6 +136,7 @@ async def connected(
     prestarts: Prestarts | None = None,
     login: LoginHost | None = None,
     apps: bool = False,
+    single_shot: bool = False,
 ) -> AsyncIterator[ToolRegistry]:
     """Connect every server; report failures by name and carry on with the rest.
 
@@ -159,7 +161,9 @@ async def connected(
                 # The model client's imports (~0.35 s) load in a thread while servers start.
                 tg.start_soon(anyio.to_thread.run_sync, warm_model_imports)
                 failures = await registry.connect_all()
-        for failure in failures:
+        # A single-shot run that cannot go on says why in its one error line, once.
+        said_by_the_error = single_shot and unavailable(registry) is not None
+        for failure in failures if not said_by_the_error else ():
             log = registry.servers[failure.server].status.log_path
             hint = f" (log: {log})" if log and failure.step == "connect" else ""
             stderr.print(f"warning: {failure}{hint}", markup=False, highlight=False, style="yellow")
@@ -180,12 +184,19 @@ def unavailable(registry: ToolRegistry) -> str | None:
     required = [s for s in failed if s.config.required]
     if required:
         server = required[0]
-        return f"server '{server.name}' is unavailable: {server.status.error}"
+        return f"server '{server.name}' is unavailable: {_cause(server.status)}"
     if failed and len(failed) == len(registry.servers):
         return "no tool server is available: " + "; ".join(
-            f"'{s.name}': {s.status.error}" for s in failed
+            f"'{s.name}': {_cause(s.status)}" for s in failed
         )
     return None
+
+
+def _cause(status: ServerStatus) -> str:
+    """A connect error as the run's one error line says it: with the server's last
+    stderr lines and where its log is (no warning line repeats it)."""
+    cause = status.error or "unknown"
+    return f"{cause} (log: {status.log_path})" if status.log_path else cause
 
 
 def server_states(registry: ToolRegistry) -> list[dict[str, Any]]:
@@ -477,7 +488,9 @@ async def _single(
             auto_approve=settings.ui.approval == "yes",
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
         )
-        async with connected(settings, stderr, requests, prestarts=prestarts) as registry:
+        async with connected(
+            settings, stderr, requests, prestarts=prestarts, single_shot=True
+        ) as registry:
             record.servers = server_states(registry)
             if (problem := unavailable(registry)) is not None:
                 refused = RunFinished("error", None, 0, Usage(), problem)

@@ -40,6 +40,7 @@ BACKOFF_MAX = 4.0
 # redeployed, or a crash loop someone fixed, comes back without restarting the session.
 DOWN_RETRY_AFTER = 30.0
 DEFAULT_MAX_TOOLS = 1000  # per server ([agent] max_tools_per_server)
+STDERR_SEPARATOR = "; last stderr: "  # between a connect error and the server's last lines
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ class ToolServer(ABC):
         if cause is not None:
             self.status.stderr_tail = [self.redact(line) for line in self.stderr_tail()]
             tail = " | ".join(self.status.stderr_tail)
-            self._set_error(f"{cause}; last stderr: {tail}" if tail else cause)
+            self._set_error(f"{cause}{STDERR_SEPARATOR}{tail}" if tail else cause)
             self.status.state = "failed"
             raise ToolServerError(self.name, "connect", self.status.error or cause)
         self.status.state, self.status.error = "ready", None

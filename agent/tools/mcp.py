@@ -58,14 +58,14 @@ from agent.tools.base import (
 from agent.tools.extensions import declared_extensions
 from agent.tools.mcp_http import (
     _ERA_NAMES,
-    _HTTP_HINTS,
     _LOGIN_OR_HEADER_HINT,
     _OAUTH_OFF_HINT,
-    _SSE_HINTS,
     _era_refused,
     _http_replies,
     _HttpReplies,
     _jsonrpc_method,
+    combined_eras,
+    http_hint,
 )
 from agent.tools.mcp_stdio import (
     _adopt,
@@ -241,7 +241,7 @@ class MCPServerConnection(ToolServer):
         refusal comes back at once on every transport, so neither kind waits on a probe.
         """
         modes = [self.config.mode] if self.config.mode else ["legacy", MODERN_PROTOCOL_VERSIONS[-1]]
-        tried: list[str] = []
+        tried: list[tuple[str, str]] = []  # (era, cause)
         for mode in modes:
             client = Client(
                 _watch_end(await self._transport(stack), self.loss_reporter()),
@@ -272,12 +272,13 @@ class MCPServerConnection(ToolServer):
                     ) from exc
                 http_error = self._http_error  # the SDK drops the status; we kept it
                 cause = http_error or describe_exception(exc)
-                tried.append(f"{_ERA_NAMES.get(mode, mode)}: {cause}")
+                tried.append((_ERA_NAMES.get(mode, mode), cause))
                 if mode != modes[-1] and _era_refused(exc, http_error):
-                    self._write_log(f"[agent] {tried[-1]}; trying the 2026-07-28 protocol")
+                    era = tried[-1][0]
+                    self._write_log(f"[agent] {era}: {cause}; trying the 2026-07-28 protocol")
                     continue
                 if len(tried) > 1 or self.config.mode:
-                    raise ConnectProblem("; ".join(tried)) from exc
+                    raise ConnectProblem(combined_eras(tried)) from exc
                 if http_error is not None:
                     raise ConnectProblem(http_error) from exc
                 raise
@@ -355,7 +356,7 @@ class MCPServerConnection(ToolServer):
         if response.is_success or response.request.url.path != self._endpoint_path:
             return
         status = response.status_code
-        hint = (_SSE_HINTS if self.config.type == "sse" else _HTTP_HINTS).get(status, "")
+        hint = http_hint(self.config.type, status, response.request.url.path)
         if status == 401 and self.config.oauth is False:
             hint = _OAUTH_OFF_HINT
         elif status == 401 and self.auth is not None:
@@ -465,7 +466,8 @@ class MCPServerConnection(ToolServer):
                 text = fh.read().decode(errors="replace")
         except OSError:
             return []
-        lines = [line for line in text.splitlines() if line.strip()]
+        # Our own notes in the log ("[agent] ...") are not what the server said.
+        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("[agent]")]
         return lines[-STDERR_TAIL_LINES:]
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:

@@ -29,6 +29,7 @@ _LOGIN_OR_HEADER_HINT = (
     " or an Authorization header with -H or 'headers')"
 )
 _NOT_SSE = " (not an SSE endpoint: a streamable HTTP one, often …/mcp, needs --connection http)"
+_NOT_HTTP = ' (an SSE endpoint, often …/sse, needs --connection sse or "type": "sse")'
 _SSE_HINTS = {
     **_HTTP_HINTS,
     404: " (nothing at this URL: check --server-url / 'url'; SSE is usually served at /sse)",
@@ -36,6 +37,23 @@ _SSE_HINTS = {
     405: _NOT_SSE,
     406: _NOT_SSE,
 }
+
+
+def http_hint(transport: str, status: int, path: str) -> str:
+    """What to fix after an HTTP refusal, by transport: a streamable HTTP client at an SSE
+    endpoint gets 405 (a GET-only route) or 404 from servers that route only /sse."""
+    if transport == "http" and (status == 405 or (status == 404 and path.endswith("/sse"))):
+        return _NOT_HTTP
+    return (_SSE_HINTS if transport == "sse" else _HTTP_HINTS).get(status, "")
+
+
+def combined_eras(tried: list[tuple[str, str]]) -> str:
+    """Each protocol era's failure; one cause said once when every era met the same one."""
+    causes = {cause for _, cause in tried}
+    if len(causes) == 1:
+        eras = " and ".join(era for era, _ in tried)
+        return f"{tried[0][1]} (tried: {eras})"
+    return "; ".join(f"{era}: {cause}" for era, cause in tried)
 
 
 @dataclass

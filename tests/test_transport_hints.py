@@ -1,0 +1,63 @@
+"""Transport mix-ups and failed starts, said once: the hint for the transport that fits,
+the server's last stderr lines, and `--server-url …/sse` without `-c` (inferred as a
+config file infers it). Real server-everything endpoints, `run_mcp.py -p`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.cli import run_cli
+from tests.fake_llm import ScriptedLLM, text, tool_calls
+
+NOT_HTTP = 'needs --connection sse or "type": "sse"'
+NOT_SSE = "needs --connection http"
+
+
+def test_http_at_an_sse_endpoint_says_to_use_sse_once(
+    tmp_path: Path, everything_sse_url: str
+) -> None:
+    proc = run_cli(
+        ["-c", "http", "--server-url", everything_sse_url, "-p", "x"], tmp_path, base_url=None
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count(NOT_HTTP) == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1  # one line: the error
+
+
+def test_sse_at_a_streamable_endpoint_says_to_use_http_once(
+    tmp_path: Path, everything_http_url: str
+) -> None:
+    proc = run_cli(
+        ["-c", "sse", "--server-url", everything_http_url, "-p", "x"], tmp_path, base_url=None
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count(NOT_SSE) == 1, proc.stderr
+    assert "(tried: legacy handshake" in proc.stderr  # both eras met the same refusal
+
+
+def test_a_server_that_dies_at_start_shows_its_stderr_once(tmp_path: Path) -> None:
+    script = tmp_path / "die.py"
+    lines = [f"fatal detail {i}: the server could not start" for i in range(4)]
+    script.write_text(f"import sys\nprint({chr(10).join(lines)!r}, file=sys.stderr)\nsys.exit(3)\n")
+    proc = run_cli(
+        ["--server-command", f"{sys.executable} {script}", "-p", "x"], tmp_path, base_url=None
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("fatal detail 3") == 1, proc.stderr
+    assert "(log: " in proc.stderr
+
+
+def test_server_url_ending_in_sse_needs_no_connection_flag(
+    tmp_path: Path, everything_sse_url: str
+) -> None:
+    script = [tool_calls(("main__echo", {"message": "inferred sse"})), text("ok")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            ["--server-url", everything_sse_url, "-p", "echo"], tmp_path, base_url=llm.base_url
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert any(
+        "inferred sse" in m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"
+    )
