@@ -121,6 +121,9 @@ class AgentSettings(_Frozen):
     system_prompt: str | None = None
     connect_timeout: float = Field(default=30.0, gt=0)
     tool_timeout: float = Field(default=60.0, gt=0)
+    # The longest a tool call that runs as a task may take in all; tool_timeout then bounds
+    # each wait for the task's next sign of life (a poll answered).
+    task_timeout: float = Field(default=3600.0, gt=0)
     # Tool search: when the servers' declarations exceed tool_search_tokens (default 10% of
     # [llm] context_window, or up to 4,096 while that is at most a quarter of it) or
     # tool_search_tools, the model searches them with find_tools.

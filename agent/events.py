@@ -78,6 +78,20 @@ class ToolProgress:
 
 
 @dataclass(frozen=True)
+class TaskUpdate:
+    """A tool call runs as a task on its server: its status and message, as polled."""
+
+    call_id: str
+    server: str
+    tool: str
+    task_id: str
+    status: str  # working | input_required | completed | failed | cancelled
+    message: str | None
+    elapsed: float  # seconds since the task began
+    kind: Literal["task_update"] = "task_update"
+
+
+@dataclass(frozen=True)
 class ToolCallFinished:
     call_id: str
     name: str
@@ -121,6 +135,7 @@ Event = (
     | AssistantMessage
     | ToolCallStarted
     | ToolProgress
+    | TaskUpdate
     | ToolCallFinished
     | Notice
     | RunFinished

@@ -27,6 +27,7 @@ from agent.events import (
     RunFinished,
     RunStarted,
     StepStarted,
+    TaskUpdate,
     ToolCallFinished,
     ToolCallStarted,
     ToolProgress,
@@ -103,6 +104,7 @@ class ToolBox(Protocol):
         progress: Any = None,
         spec: ToolSpec | None = None,
         meta: dict[str, Any] | None = None,
+        on_task: Any = None,
     ) -> Observation: ...
 
 
@@ -667,7 +669,12 @@ class Agent:
         return observation
 
     async def _observe(
-        self, call: _Call, refusal: str | None, progress: Any, span: Span = NO_SPAN
+        self,
+        call: _Call,
+        refusal: str | None,
+        progress: Any,
+        span: Span = NO_SPAN,
+        on_task: Any = None,
     ) -> Observation:
         if refusal is not None:
             return error_observation(None, refusal)
@@ -681,6 +688,7 @@ class Agent:
             progress=progress,
             spec=call.spec,
             meta=span.trace_meta() or None,  # W3C trace context for the server (SEP-414)
+            on_task=on_task,
         )
         if self.results is not None:  # a cut result: kept whole, the model gets a handle
             observation = self.results.shortened(call.spec.server, observation)
@@ -708,6 +716,13 @@ class Agent:
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                     await send.send(ToolProgress(call.id, done, total, message))
 
+            async def on_task(task: Any) -> None:
+                update = TaskUpdate(
+                    call.id, server, tool, task.task_id, task.status, task.message, task.elapsed()
+                )
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await send.send(update)
+
             with self._step_span.child(
                 f"execute_tool {call.name}",
                 gen_ai__operation__name="execute_tool",
@@ -717,7 +732,7 @@ class Agent:
                 mcp_agent__tool=tool,
             ) as span:
                 span.content("gen_ai.tool.call.arguments", call.arguments)
-                observation = await self._observe(call, refusal, progress, span)
+                observation = await self._observe(call, refusal, progress, span, on_task)
                 _trace_observation(span, observation, refusal, started)
             if refusal is None:
                 observation = await self._post_hooks(call, pre, observation, send)

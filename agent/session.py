@@ -32,6 +32,7 @@ from agent.events import (
     Event,
     RunFinished,
     StepStarted,
+    TaskUpdate,
     ToolCallFinished,
     ToolCallStarted,
     Usage,
@@ -360,6 +361,7 @@ class RunRecord:
     servers: list[dict[str, Any]] = field(default_factory=list)
     _slots: dict[str, int] = field(default_factory=dict)
     _started: dict[str, float] = field(default_factory=dict)  # unfinished calls: start time
+    _tasks: dict[str, dict[str, str]] = field(default_factory=dict)  # calls run as tasks
 
     def add(self, event: Event) -> None:
         if isinstance(event, StepStarted):
@@ -382,6 +384,12 @@ class RunRecord:
                 self.tool_calls[slot]["images"] = [
                     {"mime": i.mime_type, "bytes": i.bytes, "path": i.path} for i in event.images
                 ]
+            if (task := self._tasks.pop(event.call_id, None)) is not None:
+                self.tool_calls[slot]["task"] = task
+        elif isinstance(event, TaskUpdate):  # the call runs as a task: its id, last status
+            self._tasks[event.call_id] = {"id": event.task_id, "status": event.status}
+            if (slot := self._slots.get(event.call_id)) is not None:
+                self.tool_calls[slot]["task"] = self._tasks[event.call_id]
         elif isinstance(event, RunFinished):
             self.finished = event
 

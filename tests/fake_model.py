@@ -103,6 +103,7 @@ class FakeTools:
         progress: Any = None,
         spec: Any = None,
         meta: Any = None,
+        on_task: Any = None,
     ) -> Observation:
         self.calls.append((public_name, arguments))
         try:

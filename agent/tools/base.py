@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp.types as types
@@ -27,6 +27,9 @@ from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.launchers import SLOW_START_NOTICE, slow_start_message, timeout_hint
 from agent.tools.launchers import connect_timeout as launcher_aware_timeout
 from agent.tools.uimeta import tool_ui
+
+if TYPE_CHECKING:
+    from agent.tools.tasks import TaskWatch
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 # lost: died, reconnects on the next call; down: gave up on it for this session.
@@ -214,9 +217,15 @@ class ToolServer(ABC):
         timeout: float,
         progress: ProgressFn | None = None,
         meta: dict[str, Any] | None = None,
+        task: TaskWatch | None = None,
     ) -> types.CallToolResult:
         """Call one tool. Tool-level failures come back as is_error results. `meta` goes in
-        the request's `_meta` (an MCP server's; others may carry it their own way)."""
+        the request's `_meta` (an MCP server's; others may carry it their own way); `task`:
+        updates and the overall limit, for a call that becomes a task."""
+
+    def may_become_task(self, tool: str) -> bool:
+        """Whether a call of `tool` may run as a task (longer than tool_timeout)."""
+        return False
 
     def stderr_tail(self) -> list[str]:
         """The last lines the server wrote to its log in the current attempt (if it has one)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from mcp.client.extension import ClientExtension, advertise
 
+from agent.tools.tasks import TasksExtension
 from agent.tools.uimeta import APP_MIME, EXTENSION
 
 SKILLS = "io.modelcontextprotocol/skills"  # agent.skills: skills/list, skills/get, digests
@@ -27,7 +28,7 @@ UI = EXTENSION  # agent.apps: the app host (REPL only)
 def declared_extensions(*, apps: bool = False) -> list[ClientExtension]:
     """A fresh list for each connection (the SDK folds it into that client); `apps`: this
     run hosts MCP Apps' pages."""
-    found = [advertise(SKILLS)]
+    found = [advertise(SKILLS), TasksExtension()]
     if apps:
         found.append(advertise(UI, {"mimeTypes": [APP_MIME]}))
     return found

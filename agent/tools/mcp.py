@@ -76,7 +76,14 @@ from agent.tools.mcp_stdio import (
 )
 from agent.tools.mcp_stdio import _WholeLines as _WholeLines  # re-exported: tests
 from agent.tools.mcp_stdio import hasten_shutdown as hasten_shutdown  # re-exported: session
+from agent.tools.mcp_tasks import (
+    call_as_legacy_task,
+    declares_tasks_extension,
+    follow_handle,
+    legacy_task_tool,
+)
 from agent.tools.prestart import Prestarted
+from agent.tools.tasks import DEFAULT_TASK_LIMIT, TaskAccepted, TaskWatch
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 MessageHandler = Callable[[Any], Awaitable[None]]
@@ -172,6 +179,7 @@ class MCPServerConnection(ToolServer):
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
         self._cap = _ToolCap(self.max_tools)
         self.list_warnings: list[str] = []  # tools skipped as malformed, for the registry
+        self._task_support: dict[str, str | None] = {}  # execution.taskSupport (2025-11-25)
 
     def _set_auth(self, state_dir: Path) -> None:
         """OAuth for this endpoint when `oauth` asks for it (tokens kept per URL)."""
@@ -567,12 +575,15 @@ class MCPServerConnection(ToolServer):
         for _ in range(MAX_PAGES):
             page = await self._tools_page(client, cursor)
             for tool in page.tools:
+                spec = ToolSpec.from_mcp(self.name, tool)
                 if self.config.wants_tool(tool.name):
                     if wanted == self.max_tools:
                         self.listing_cut = f"announced more than {self.max_tools} tools"
                         break
                     wanted += 1
-                tools.append(ToolSpec.from_mcp(self.name, tool))
+                tools.append(spec)
+                execution = tool.execution
+                self._task_support[tool.name] = execution.task_support if execution else None
             cursor = page.next_cursor
             if self._cap.announced:
                 self.listing_cut = f"announced {self._cap.announced} tools in one page"
@@ -624,7 +635,11 @@ class MCPServerConnection(ToolServer):
         timeout: float,
         progress: ProgressFn | None = None,
         meta: dict[str, Any] | None = None,
+        task: TaskWatch | None = None,
     ) -> types.CallToolResult:
+        """A call, or a task when the tool asks for one (2025-11-25) or the server answers
+        with one (the tasks extension); either way it is sent once."""
+
         async def send(client: Client) -> types.CallToolResult:
             return await client.call_tool(
                 name,
@@ -634,8 +649,15 @@ class MCPServerConnection(ToolServer):
                 meta=meta,
             )
 
+        watch = task or TaskWatch(limit=DEFAULT_TASK_LIMIT)
         try:
+            if legacy_task_tool(self._client, self._task_support.get(name)):
+                return await call_as_legacy_task(
+                    self, name, arguments, timeout=timeout, watch=watch, meta=meta
+                )
             return await self._request("tools/call", send, changes_nothing=False)
+        except TaskAccepted as accepted:
+            return await follow_handle(self, name, accepted.handle, timeout=timeout, watch=watch)
         except MCPError as exc:
             if _timed_out(exc):
                 raise TimeoutError from None  # our deadline, reported as such by the caller
@@ -742,6 +764,12 @@ class MCPServerConnection(ToolServer):
             return await client.session.send_request(request, _JSON_OBJECT)
 
         return await self._request(method, send, changes_nothing=True)
+
+    def may_become_task(self, tool: str) -> bool:
+        client = self._client
+        return legacy_task_tool(client, self._task_support.get(tool)) or declares_tasks_extension(
+            client
+        )
 
     def supports(self, feature: str) -> bool:
         """Whether the server declared `feature` ("tools", "resources", "prompts", ...)."""

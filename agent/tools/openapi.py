@@ -21,6 +21,7 @@ import mcp.types as types
 from agent.config import ServerConfig
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.base import ProgressFn, ToolServer, ToolSpec
+from agent.tools.tasks import TaskWatch
 
 _METHODS = ("post", "get", "put", "patch", "delete")
 # $ref hops along one branch; a longer chain is cut like a cycle (it would be one in practice).
@@ -286,7 +287,9 @@ class OpenAPIServer(ToolServer):
         timeout: float,
         progress: ProgressFn | None = None,
         meta: dict[str, Any] | None = None,
+        task: TaskWatch | None = None,
     ) -> types.CallToolResult:
+        """`task` is unused: an OpenAPI operation never becomes a task."""
         self.ensure_ready()
         assert self._http is not None
         route = self._routes.get(name)

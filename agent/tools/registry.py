@@ -40,6 +40,7 @@ from agent.tools.base import (
 from agent.tools.mcp import ClientCallbacks, MCPServerConnection, MessageHandler
 from agent.tools.prestart import Prestarts
 from agent.tools.results import Observation, error_observation, to_observation
+from agent.tools.tasks import TaskBoard, TaskFn, TaskState, TaskWatch
 
 NAME_LIMIT = 64
 REFRESH_DEBOUNCE = 0.25  # server-everything sends five list_changed in a burst at connect
@@ -257,6 +258,7 @@ class ToolRegistry:
         self._queued: dict[str, _Refresh] = {}  # waiting out the debounce, by server
         self._unsettled: set[_Refresh] = set()  # queued or running
         self.refreshes: dict[str, int] = {}
+        self.tasks = TaskBoard()  # running and recent tasks, for /tasks
         self.warnings: list[str] = []  # worth telling the user at start (not failures)
         self._specs: dict[str, list[ToolSpec]] = {}
         self.tools: dict[str, ToolSpec] = {}
@@ -500,6 +502,7 @@ class ToolRegistry:
         progress: ProgressFn | None = None,
         spec: ToolSpec | None = None,
         meta: dict[str, Any] | None = None,
+        on_task: TaskFn | None = None,
     ) -> Observation:
         """Call a tool by public name. Every failure becomes an error observation.
         `meta`: the request's `_meta` (the trace context of the call's span).
@@ -509,21 +512,30 @@ class ToolRegistry:
 
         Deadlines: a reconnect gets the server's connect timeout per attempt; the call itself
         gets tool_timeout (sent to the server as the request deadline) plus CALL_GRACE, so a
-        hung server never holds a call longer than that.
+        hung server never holds a call longer than that. A call that may become a task is
+        held up to [agent] task_timeout instead; its own loop bounds each wait for a sign of
+        life by tool_timeout (agent.tools.tasks).
         """
         spec = spec or self.tools.get(public_name)
         if spec is None or spec.server not in self.servers:
             return error_observation(None, f"unknown tool '{public_name}'")
         server = self.servers[spec.server]
         timeout = server.config.tool_timeout or self.settings.agent.tool_timeout
+        watch = TaskWatch(self.settings.agent.task_timeout, self._task_observer(on_task))
         try:
             with anyio.fail_after(server.connect_timeout * MAX_ATTEMPTS + 10):
                 await server.ensure_connected()
+            longest = max(watch.limit, timeout) if server.may_become_task(spec.name) else timeout
             result = await self._detached(
                 lambda: server.call_tool(
-                    spec.name, arguments, timeout=timeout, progress=progress, meta=meta
+                    spec.name,
+                    arguments,
+                    timeout=timeout,
+                    progress=progress,
+                    meta=meta,
+                    task=watch,
                 ),
-                timeout + CALL_GRACE,
+                longest + CALL_GRACE,
             )
         except TimeoutError:
             return error_observation(
@@ -579,6 +591,16 @@ class ToolRegistry:
         if ok:
             return value  # type: ignore[no-any-return]
         raise value
+
+    def _task_observer(self, on_task: TaskFn | None) -> TaskFn:
+        """Each task update goes on the board (/tasks) and to the caller (live display)."""
+
+        async def observe(state: TaskState) -> None:
+            self.tasks.note(state)
+            if on_task is not None:
+                await on_task(state)
+
+        return observe
 
     def _stopped_message(self, spec: ToolSpec, exc: ServerStopped) -> str:
         head = (

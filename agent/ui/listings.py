@@ -1,5 +1,5 @@
-"""What /tools, /servers, /resources, /prompts and /hooks show: rows for `layout.show_table`, and
-one tool in full.
+"""What /tools, /servers, /tasks, /resources, /prompts and /hooks show: rows for
+`layout.show_table`, and one tool in full.
 
 Kept apart from the REPL's command plumbing: these only read what they are given (the
 registry's tools and statuses, the catalog's listings) and print it.
@@ -16,7 +16,9 @@ from rich.text import Text
 
 from agent.hook_files import HookSet
 from agent.tools.base import ServerStatus, ToolSpec
+from agent.tools.tasks import TaskState
 from agent.ui.layout import Column, Indented, show_table
+from agent.ui.safe import clean
 
 DESCRIPTION_CUT = 100  # characters of a description's first line in a listing
 STATE_STYLES = {
@@ -25,6 +27,13 @@ STATE_STYLES = {
     "down": "red",
     "lost": "yellow",
     "reconnecting": "yellow",
+}
+TASK_STYLES = {
+    "working": "cyan",
+    "input_required": "yellow",
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "yellow",
 }
 
 
@@ -200,3 +209,28 @@ def show_hooks(console: Console, hookset: HookSet) -> None:
         console.print(Text("no hooks are active (hooks.json in the user config folder)"))
     for note in (*hookset.ignored, *hookset.notes):
         console.print(Text(note, style="yellow"))
+
+
+def show_tasks(console: Console, tasks: Sequence[TaskState]) -> bool:
+    """Running tasks first, then the recent ones; False when there is nothing to show."""
+    columns = [
+        Column("task", key=True),
+        Column("tool", stacked="head"),
+        Column("status", stacked="head"),
+        Column("time", stacked="head"),
+        Column("message", label="message"),
+    ]
+    ordered = [t for t in tasks if t.running] + [t for t in tasks if not t.running]
+    rows = [
+        [
+            clean(t.task_id),
+            clean(f"{t.server} › {t.tool}"),
+            Text(t.status, style=TASK_STYLES.get(t.status, "")),
+            f"{t.elapsed():.1f} s",
+            Text(clean(t.message or "")),
+        ]
+        for t in ordered
+    ]
+    if rows:
+        show_table(console, columns, rows)
+    return bool(rows)

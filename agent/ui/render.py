@@ -30,6 +30,7 @@ from agent.events import (
     Notice,
     RunFinished,
     StepStarted,
+    TaskUpdate,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -154,6 +155,7 @@ class EventRenderer:
         self._activity = _Activity()
         self._activity_live: Live | None = None
         self._progress_shown: dict[str, float] = {}
+        self._task_shown: dict[str, str] = {}  # call id -> the task status line last shown
 
     def handle(self, event: Event) -> None:
         method = getattr(self, f"_on_{event.kind}", None)
@@ -296,6 +298,22 @@ class EventRenderer:
         total = f"/{event.total:g}" if event.total else ""
         msg = f" {self.redact(event.message)}" if event.message else ""
         self._print(Text(f"  … {event.progress:g}{total}{msg}", style="dim"))
+
+    def _on_task_update(self, event: TaskUpdate) -> None:
+        """The live row shows the task's status and stage; elsewhere (a pipe, -p on
+        stderr) each change of either is one line, with the time since the task began."""
+        words = event.status.replace("_", " ")
+        said = f"{words}: {event.message}" if event.message else words
+        said = clean(self.redact(said))
+        running = self._activity.running.get(event.call_id)
+        if running is not None:
+            running.message = f"task {said}"
+        last = self._task_shown.get(event.call_id)
+        self._task_shown[event.call_id] = said
+        if self.animate or self.verbosity < NORMAL or last == said:
+            return
+        task_id = clean(self.redact(event.task_id[:12]))
+        self._print(Text(f"  ⧗ task {task_id} {said} ({event.elapsed:.1f} s)", style="dim"))
 
     def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
         self._activity.running.pop(event.call_id, None)

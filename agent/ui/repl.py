@@ -98,6 +98,7 @@ class Repl(AppFrontEnd):
             ("help", "show the commands", self._help),
             ("tools", "list tools: /tools [server], or one tool in full: /tools NAME", self._tools),
             ("servers", "server status table", self._servers),
+            ("tasks", "running and recent tasks (tool calls run as tasks)", self._tasks),
             ("resources", "list resources and templates: /resources [server]", self._resources),
             ("prompts", "list prompts: /prompts [server]", self._prompts),
             ("prompt", "run a prompt: /prompt NAME key=value ... (or /NAME)", self._prompt),
@@ -416,6 +417,10 @@ class Repl(AppFrontEnd):
             self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
         files = ", ".join(self.settings.config_files) or "none (defaults)"
         self.console.print(Text(f"config files read: {files}", style="dim"))
+
+    async def _tasks(self, arg: str) -> None:
+        if not listings.show_tasks(self.console, self.registry.tasks.all()):
+            self.console.print(Text("no tasks yet", style="dim"))
 
     async def _refreshed_catalog(self, server: str) -> bool:
         """Re-list for /resources and /prompts; False (said why) for an unknown server."""
