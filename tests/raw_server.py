@@ -16,6 +16,8 @@ Modes:
   itself uses when a transport ends).
 - `surrogate`: each tools/call result holds a lone surrogate escape (an emoji cut in half).
 - `deep`: each tools/call result is nested 5,000 levels deep.
+- `refs`: tools whose input schemas use `$defs`/`$ref`: one that inlines, one that refers
+  to itself (a cycle), one whose refs fan out past any budget.
 With `RAW_SERVER_RUNS=FILE`, each tools/call appends the server's pid to FILE: the tests
 count how often a call ran, and in which process.
 """
@@ -72,7 +74,61 @@ def tools() -> list[dict]:
         return [{"name": "echo", "description": "ok", "inputSchema": schema}]
     if MODE == "many":
         return [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(200)]
+    if MODE == "refs":
+        return REF_TOOLS
     return [{"name": "echo", "description": "echo", "inputSchema": {"type": "object"}}]
+
+
+_ITEM = {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}
+_BOMB_DEFS = {  # each level names the next twice: 2**20 nodes if expanded
+    f"a{i}": {
+        "type": "object",
+        "properties": {"x": {"$ref": f"#/$defs/a{i + 1}"}, "y": {"$ref": f"#/$defs/a{i + 1}"}},
+    }
+    for i in range(20)
+} | {"a20": {"type": "string"}}
+REF_TOOLS = [
+    {
+        "name": "place_order",
+        "description": "order items",
+        "inputSchema": {
+            "type": "object",
+            "$defs": {
+                "Item": _ITEM,
+                "Line": {
+                    "type": "object",
+                    "properties": {"item": {"$ref": "#/$defs/Item"}, "count": {"type": "integer"}},
+                },
+            },
+            "properties": {"lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}}},
+        },
+    },
+    {
+        "name": "tree",
+        "description": "a schema that refers to itself",
+        "inputSchema": {
+            "type": "object",
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}
+                    },
+                }
+            },
+            "properties": {"root": {"$ref": "#/$defs/Node"}},
+        },
+    },
+    {
+        "name": "bomb",
+        "description": "refs that fan out",
+        "inputSchema": {
+            "type": "object",
+            "$defs": _BOMB_DEFS,
+            "properties": {"v": {"$ref": "#/$defs/a0"}},
+        },
+    },
+]
 
 
 ERRORS = {

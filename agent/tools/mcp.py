@@ -83,6 +83,7 @@ from agent.tools.mcp_tasks import (
     legacy_task_tool,
 )
 from agent.tools.prestart import Prestarted
+from agent.tools.schemas import UnusableSchema, inline_refs
 from agent.tools.tasks import DEFAULT_TASK_LIMIT, TaskAccepted, TaskWatch
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
@@ -575,7 +576,13 @@ class MCPServerConnection(ToolServer):
         for _ in range(MAX_PAGES):
             page = await self._tools_page(client, cursor)
             for tool in page.tools:
-                spec = ToolSpec.from_mcp(self.name, tool)
+                try:
+                    spec = ToolSpec.from_mcp(self.name, tool)
+                    spec = replace(spec, input_schema=inline_refs(spec.input_schema))
+                except UnusableSchema as exc:
+                    skipped = f"server '{self.name}': skipped tool {tool.name[:80]!r}: {exc}"
+                    self.list_warnings.append(skipped)
+                    continue
                 if self.config.wants_tool(tool.name):
                     if wanted == self.max_tools:
                         self.listing_cut = f"announced more than {self.max_tools} tools"

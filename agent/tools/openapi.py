@@ -51,10 +51,20 @@ class Budget:
             raise SchemaTooLarge
 
 
+class SchemaCycle(Exception):
+    """A `$ref` names a schema it is part of (asked to refuse rather than cut cycles)."""
+
+
 def resolve_refs(
-    node: Any, root: dict[str, Any], chain: tuple[str, ...] = (), budget: Budget | None = None
+    node: Any,
+    root: dict[str, Any],
+    chain: tuple[str, ...] = (),
+    budget: Budget | None = None,
+    *,
+    refuse_cycles: bool = False,
 ) -> Any:
-    """Inline local `#/...` references; cut only cycles (and absurdly long ref chains).
+    """Inline local `#/...` references; cut only cycles (and absurdly long ref chains),
+    or with `refuse_cycles` raise SchemaCycle naming the ref.
 
     `chain` is the refs being expanded above this node, so nesting depth itself is never
     limited: only a ref that is already being expanded (a cycle) is replaced, and only that
@@ -64,21 +74,28 @@ def resolve_refs(
     every node built is paid from `budget` and SchemaTooLarge stops it at once.
     """
     budget = budget if budget is not None else Budget(SCHEMA_NODES)
+    strict = refuse_cycles
     if isinstance(node, list):
         budget.spend()
-        return [resolve_refs(v, root, chain, budget) for v in node]
+        return [resolve_refs(v, root, chain, budget, refuse_cycles=strict) for v in node]
     if not isinstance(node, dict):
         return node
     budget.spend()
     ref = node.get("$ref")
     if not (isinstance(ref, str) and ref.startswith("#/")):
-        return {k: resolve_refs(v, root, chain, budget) for k, v in node.items()}
+        return {
+            k: resolve_refs(v, root, chain, budget, refuse_cycles=strict) for k, v in node.items()
+        }
     siblings = {k: v for k, v in node.items() if k != "$ref"}
     if ref in chain or len(chain) >= _MAX_REF_HOPS:
         name = ref.rsplit("/", 1)[-1]
+        if strict and ref in chain:
+            raise SchemaCycle(ref)
+        if strict:
+            raise SchemaTooLarge  # a chain this long is over any budget
         return {**siblings, "type": "object", "description": f"(recursive: {name})"}
     target = _ref_target(ref, root)
-    return resolve_refs({**target, **siblings}, root, (*chain, ref), budget)
+    return resolve_refs({**target, **siblings}, root, (*chain, ref), budget, refuse_cycles=strict)
 
 
 def _ref_target(ref: str, root: dict[str, Any]) -> dict[str, Any]:
