@@ -145,6 +145,26 @@ def test_simulate_research_query_runs_as_a_2025_11_25_task(
     assert call["task"]["status"] == "completed" and not call["is_error"]
 
 
+def test_tasks_lists_a_finished_task_with_the_servers_own_last_word(
+    tmp_path: Path, everything_args: list[str]
+) -> None:
+    """/tasks after a research task: ours, completed, with the last stage that only the
+    server's `tasks/list` still knows (the final result carries no status message)."""
+    script = [tool_calls(("main__simulate-research-query", {"topic": "tides"})), text("ok")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            [*everything_args, "-i", "--yes"],
+            tmp_path,
+            base_url=llm.base_url,
+            stdin="research tides\n/tasks\n",
+        )
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    listing = proc.stdout[proc.stdout.index("simulate-research-query") :]
+    assert listing.split()[2] == "completed"  # stacked: tool · status · time, message below
+    assert "Generating report" in listing
+
+
 @needs_tmux
 def test_ctrl_c_during_a_research_task_cancels_it_on_the_server(
     workspace: Path,  # noqa: F811

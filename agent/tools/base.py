@@ -29,7 +29,7 @@ from agent.tools.launchers import connect_timeout as launcher_aware_timeout
 from agent.tools.uimeta import tool_ui
 
 if TYPE_CHECKING:
-    from agent.tools.tasks import TaskWatch
+    from agent.tools.tasks import TaskState, TaskWatch
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 # lost: died, reconnects on the next call; down: gave up on it for this session.
@@ -226,6 +226,10 @@ class ToolServer(ABC):
     def may_become_task(self, tool: str) -> bool:
         """Whether a call of `tool` may run as a task (longer than tool_timeout)."""
         return False
+
+    async def list_tasks(self) -> list[TaskState]:
+        """The tasks the server keeps for us (2025-11-25 `tasks/list`), if it lists them."""
+        return []
 
     def stderr_tail(self) -> list[str]:
         """The last lines the server wrote to its log in the current attempt (if it has one)."""

@@ -81,10 +81,11 @@ from agent.tools.mcp_tasks import (
     declares_tasks_extension,
     follow_handle,
     legacy_task_tool,
+    list_server_tasks,
 )
 from agent.tools.prestart import Prestarted
 from agent.tools.schemas import UnusableSchema, inline_refs
-from agent.tools.tasks import DEFAULT_TASK_LIMIT, TaskAccepted, TaskWatch
+from agent.tools.tasks import DEFAULT_TASK_LIMIT, TaskAccepted, TaskState, TaskWatch
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 MessageHandler = Callable[[Any], Awaitable[None]]
@@ -771,6 +772,9 @@ class MCPServerConnection(ToolServer):
             return await client.session.send_request(request, _JSON_OBJECT)
 
         return await self._request(method, send, changes_nothing=True)
+
+    async def list_tasks(self) -> list[TaskState]:
+        return await list_server_tasks(self, self._client)
 
     def may_become_task(self, tool: str) -> bool:
         client = self._client

@@ -10,7 +10,9 @@ stamped and sent as the session itself would. tests/test_tasks.py fails if that 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import mcp.types as types
@@ -25,6 +27,7 @@ from agent.tools.base import ServerStopped
 from agent.tools.tasks import (
     TASK_TTL_MS,
     TASKS_EXTENSION,
+    TERMINAL,
     Form,
     TaskRun,
     TaskState,
@@ -46,6 +49,8 @@ class MCPServerConnection(Protocol):
     async def _connected(self) -> tuple[Client, int]: ...
 
 
+LIST_PAGES = 5  # of tasks/list, for /tasks
+LIST_TIMEOUT = 5.0  # seconds per tasks/list page
 _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 
 
@@ -167,3 +172,43 @@ async def answer_input_requests(session: ClientSession, requests: dict[str, Any]
         else:
             responses[key] = response.model_dump(by_alias=True, mode="json", exclude_none=True)
     return responses
+
+
+async def list_server_tasks(conn: MCPServerConnection, client: Client | None) -> list[TaskState]:
+    """`tasks/list` (2025-11-25, when the server declares `tasks.list`): every task the
+    server keeps for us, as TaskStates (the tool is not in the listing; elapsed from
+    `createdAt`). At most LIST_PAGES pages."""
+    caps = client.server_capabilities.tasks if client is not None else None
+    if caps is None or caps.list is None:
+        return []
+    found: list[TaskState] = []
+    cursor: str | None = None
+    for _ in range(LIST_PAGES):
+        params = {"cursor": cursor} if cursor else {}
+
+        async def one(c: Client, params: dict[str, Any] = params) -> dict[str, Any]:
+            return await send_raw(c.session, "tasks/list", params, LIST_TIMEOUT)
+
+        page = await conn._request("tasks/list", one, changes_nothing=True)
+        for task in page.get("tasks") or []:
+            if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+                found.append(_listed(conn.name, task))
+        cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
+        if not cursor:
+            break
+    return found
+
+
+def _listed(server: str, task: dict[str, Any]) -> TaskState:
+    state = TaskState(server, "", task["taskId"], "2025-11-25")
+    state.status = str(task.get("status") or "working")
+    message = task.get("statusMessage")
+    state.message = message if isinstance(message, str) else None
+    try:
+        created = datetime.fromisoformat(str(task.get("createdAt")).replace("Z", "+00:00"))
+        state.started = time.monotonic() - max(0.0, (datetime.now(UTC) - created).total_seconds())
+    except ValueError:
+        pass
+    if state.status in TERMINAL:
+        state.ended = state.started
+    return state

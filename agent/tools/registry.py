@@ -6,6 +6,7 @@ deterministic hash suffix, so no server can shadow another server's tool or the 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import hashlib
@@ -52,6 +53,7 @@ SCHEMA_DEPTH = 32
 _LITERAL_KEYWORDS = frozenset({"default", "const", "enum", "examples"})  # values, not schemas
 SCHEMA_LIMIT = 20_000  # characters of the whole schema
 TOOL_LIMIT = 128  # OpenAI's endpoint refuses more tools in one request
+TASKS_LIST_TIMEOUT = 10.0  # seconds a server gets to list its tasks for /tasks
 CALL_GRACE = 0.5  # seconds past tool_timeout before we stop waiting for a hung server
 SETTLE_TIMEOUT = 10.0  # longest a model request waits for announced re-listings
 
@@ -591,6 +593,20 @@ class ToolRegistry:
         if ok:
             return value  # type: ignore[no-any-return]
         raise value
+
+    async def refresh_tasks(self) -> list[TaskState]:
+        """The task board, with what servers that list tasks (`tasks/list`) say; a server
+        that fails to answer is left out (LIST_TIMEOUT each, concurrently)."""
+
+        async def ask(server: ToolServer) -> None:
+            with contextlib.suppress(Exception), anyio.fail_after(TASKS_LIST_TIMEOUT):
+                self.tasks.merge_listed(await server.list_tasks())
+
+        async with anyio.create_task_group() as tg:
+            for server in self.servers.values():
+                if server.status.state == "ready":
+                    tg.start_soon(ask, server)
+        return self.tasks.all()
 
     def _task_observer(self, on_task: TaskFn | None) -> TaskFn:
         """Each task update goes on the board (/tasks) and to the caller (live display)."""

@@ -94,6 +94,16 @@ class TaskBoard:
     def all(self) -> list[TaskState]:
         return list(self._tasks.values())
 
+    def merge_listed(self, listed: list[TaskState]) -> None:
+        """What a server's `tasks/list` says: newer status and message for the tasks we
+        know (a finished one's last stage), and the ones we did not start in this run."""
+        for task in listed:
+            known = self._tasks.get((task.server, task.task_id))
+            if known is None:
+                self._tasks[(task.server, task.task_id)] = task
+            elif not known.running:
+                known.message = known.message or task.message
+
 
 class TaskHandle(types.Result):
     """A `CreateTaskResult` of the extension (`resultType: "task"`): the task's seed state."""

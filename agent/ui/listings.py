@@ -224,7 +224,7 @@ def show_tasks(console: Console, tasks: Sequence[TaskState]) -> bool:
     rows = [
         [
             clean(t.task_id),
-            clean(f"{t.server} › {t.tool}"),
+            clean(f"{t.server} › {t.tool}" if t.tool else f"{t.server} (listed by it)"),
             Text(t.status, style=TASK_STYLES.get(t.status, "")),
             f"{t.elapsed():.1f} s",
             Text(clean(t.message or "")),

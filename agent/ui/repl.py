@@ -419,7 +419,9 @@ class Repl(AppFrontEnd):
         self.console.print(Text(f"config files read: {files}", style="dim"))
 
     async def _tasks(self, arg: str) -> None:
-        if not listings.show_tasks(self.console, self.registry.tasks.all()):
+        with self.console.status(Text("listing…", style="dim")):
+            tasks = await self.registry.refresh_tasks()
+        if not listings.show_tasks(self.console, tasks):
             self.console.print(Text("no tasks yet", style="dim"))
 
     async def _refreshed_catalog(self, server: str) -> bool:
