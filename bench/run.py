@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the repo, first
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench import compaction, flood, measures, scale, telemetry  # noqa: E402
+from bench import compaction, flood, measures, scale, tasks_bench, telemetry  # noqa: E402
 from bench.measures import Comparison, Row  # noqa: E402
 
 DEFAULT_JSON = REPO_ROOT / "bench" / "results.json"
@@ -157,6 +157,8 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     rows += attempt(
         "log_flood", lambda: flood.log_flood(1 if smoke else 3, 2000 if smoke else flood.MESSAGES)
     )
+    rows += attempt("task_overhead", lambda: tasks_bench.task_overhead(smoke))
+    rows += attempt("modern_connect", lambda: tasks_bench.modern_connect(1 if smoke else 3))
     comparisons: list[Comparison] = []
     try:
         comparisons.append(measures.fast_agent(state["startup"], 3, smoke))

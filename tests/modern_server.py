@@ -2,12 +2,14 @@
 
 The SDK's MCPServer serves both eras; a middleware that refuses the handshake the way a
 modern-only server does (-32022 naming the versions it speaks) makes it modern-only. Run as
-a script it serves stdio; `app()` gives the streamable HTTP app for `tests.asgi_thread.serve`.
+a script it serves stdio (with `both-eras`: answering `initialize` too, the bench's legacy
+baseline); `app()` gives the streamable HTTP app for `tests.asgi_thread.serve`.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from mcp import MCPError
@@ -30,8 +32,10 @@ class RefuseHandshake:
         return await call_next(ctx)
 
 
-def build() -> MCPServer:
-    server = MCPServer("modern-only", middleware=[RefuseHandshake()])
+def build(modern_only: bool = True) -> MCPServer:
+    """`modern_only=False`: the same server, answering both eras (the bench's baseline)."""
+    middleware = [RefuseHandshake()] if modern_only else []
+    server = MCPServer("modern-only" if modern_only else "both-eras", middleware=middleware)
 
     @server.tool()
     def greet(name: str) -> str:
@@ -67,4 +71,4 @@ def app() -> Any:
 
 
 if __name__ == "__main__":
-    build().run("stdio")
+    build(modern_only="both-eras" not in sys.argv[1:]).run("stdio")

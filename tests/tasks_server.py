@@ -8,6 +8,7 @@ Tools:
   test reads.
 - `confirm(action)` answers with a task that goes `input_required` at once, carrying an
   elicitation in `inputRequests`; `tasks/update` with the answer completes it.
+- `count_plainly(n)`: the same work as a plain call (the bench compares the two).
 - `quick(text)`: the server decides no task is needed and answers directly.
 
 Tasks live in `<state>/tasks.json` (TASKS_SERVER_STATE), so a restarted server still
@@ -33,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.server.extension import Extension, MethodBinding
@@ -218,6 +220,12 @@ def build(state: Path) -> MCPServer:
     def confirm(action: str) -> str:
         """Ask the user to confirm an action (runs as a task that needs input)."""
         raise AssertionError("answered by the tasks extension")
+
+    @server.tool()
+    async def count_plainly(n: int) -> str:
+        """The same work as count_slowly, as a plain call (the bench's baseline)."""
+        await anyio.sleep(n * float(os.environ.get("TASKS_STAGE_SECONDS", "0.3")))
+        return f"counted to {n}"
 
     @server.tool()
     def quick(text: str) -> str:

@@ -42,6 +42,8 @@ MEASUREMENTS = {
     "exit_tail",
     "log_flood",
     "log_flood_verbose",
+    "task_overhead",
+    "modern_connect",
 }
 COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
 
