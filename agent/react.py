@@ -348,7 +348,7 @@ class Agent:
         tools, tools_tokens = self._tool_list()
         if self._over_compaction_threshold(tools_tokens):
             self._compaction_tried = True
-            yield await self.compact()
+            yield await self.compact(trigger="auto")
             tools, tools_tokens = self._tool_list()
         cap: int | None = None  # after an overflow: a budget below what was just refused
         last: Fitted | None = None
@@ -424,9 +424,21 @@ class Agent:
         size += sum(self.memory.cost(m) for m in self.memory.messages)
         return size * self._token_scale > self.compact_at * self.context_window
 
-    async def compact(self, focus: str = "") -> Notice:
+    async def compact(self, focus: str = "", trigger: str = "manual") -> Notice:
         """Summarise older turns into one message (`/compact [focus]`, and automatically
-        past `compact_at`); on failure, trimming stays the fallback. See agent.compaction."""
+        past `compact_at`); on failure, trimming stays the fallback. See agent.compaction.
+        The user's PreCompact hooks run first; exit 2 (or decision block) stops it."""
+        hooked = NO_OUTCOME
+        if self.hooks is not None and self.hooks.has("PreCompact"):
+            hooked = await self.hooks.pre_compact(trigger, focus)
+        if hooked.block is not None:
+            return Notice(f"a PreCompact hook stopped the compaction: {hooked.block}", "warning")
+        notice = await self._compact(focus)
+        if not hooked.warnings:
+            return notice
+        return Notice(f"{notice.message} ({'; '.join(hooked.warnings)})", "warning")
+
+    async def _compact(self, focus: str) -> Notice:
         reserve = min(self.reserve_tokens, self.context_window // 4)
         room = int((self.context_window - reserve) / self._token_scale)
         request = getattr(self, "_request", "")

@@ -347,3 +347,24 @@ def test_the_trust_question_shows_the_commands_a_project_s_hooks_would_run(
     assert describe(found, {}) == [
         "config/hooks.json: on PostToolUse (bash) runs curl evil.example"
     ]
+
+
+KEEP = """
+with open(os.path.join(os.path.dirname(__file__), "compact.json"), "w") as fh:
+    json.dump(event, fh)
+print("the audit needs the full history", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+def test_a_pre_compact_hook_can_stop_slash_compact(tmp_path: Path) -> None:
+    user_hooks(tmp_path, {"PreCompact": on("manual", hook_script(tmp_path, "keep", KEEP))})
+    with ScriptedLLM(text("hi")) as llm:  # no request for a summary: the hook stopped it
+        proc = run_cli(["-i"], tmp_path, base_url=llm.base_url, stdin="hello\n/compact the tests\n")
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "a PreCompact hook stopped the compaction: the audit needs the full history" in said
+    event = json.loads((tmp_path / "hooks" / "compact.json").read_text())
+    assert event["hook_event_name"] == "PreCompact" and event["trigger"] == "manual"
+    assert event["custom_instructions"] == "the tests"
