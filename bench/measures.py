@@ -307,10 +307,13 @@ def peak_memory(import_rss: float) -> list[Row]:
 
 
 def concurrency() -> list[Row]:
-    """8 `sleep 1` calls in one reply: the gap between the model's two requests / 1 s."""
-    calls = [("local__bash", {"command": "sleep 1"}) for _ in range(PARALLEL)]
+    """8 read-only 1-second calls in one reply (tests/slow_server.py `wait`): the gap between
+    the model's two requests / 1 s. (Calls that may change state run one after another.)"""
+    calls = [("slow__wait", {"seconds": 1}) for _ in range(PARALLEL)]
+    server = ["--server-command", f"{sys.executable} {REPO_ROOT / 'tests' / 'slow_server.py'}"]
     with workdir("parallel") as tmp, TimedLLM(tool_calls(*calls), text("slept")) as llm:
-        result = run_cli(["-p", "sleep", "--yes", "--output", "json"], llm, tmp)
+        args = [*server, "--server-name", "slow", "-p", "sleep", "--yes", "--output", "json"]
+        result = run_cli(args, llm, tmp)
         llm.assert_complete()
         first, second = llm.spans
     done = json.loads(result.stdout)["tool_calls"]
@@ -320,7 +323,7 @@ def concurrency() -> list[Row]:
     return [
         Row(
             "concurrency",
-            f"{PARALLEL} parallel `sleep 1` calls: tool phase",
+            f"{PARALLEL} parallel read-only 1 s calls: tool phase",
             "s",
             phase,
             1.0,

@@ -44,6 +44,7 @@ MEASUREMENTS = {
     "log_flood_verbose",
     "task_overhead",
     "modern_connect",
+    "compaction_tokens",
 }
 COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
 

@@ -113,23 +113,33 @@ def test_bundled_server_is_the_default(tmp_path: Path) -> None:
     assert {"local__bash", "local__read_file", "local__write_file", "local__edit_file"} <= names
 
 
-def test_two_slow_calls_from_one_reply_run_concurrently(tmp_path: Path) -> None:
-    """Each call prints when it started and ended; concurrent calls overlap, serial ones can't."""
-    slow = {"command": "date +%s.%N; sleep 2; date +%s.%N"}
-    script = [tool_calls(("local__bash", slow), ("local__bash", slow)), text("both done")]
-    with ScriptedLLM(*script) as llm:
-        proc = run_cli(
-            ["-p", "run both", "--yes", "--output", "json"], tmp_path, base_url=llm.base_url
-        )
+def slow_spans(tmp_path: Path, tool: str) -> tuple[list[tuple[float, float]], Any]:
+    """Two 1-second calls of `tool` in one reply (tests/slow_server.py): (start, end) each."""
+    server = f"{sys.executable} {Path(__file__).parent / 'slow_server.py'}"
+    call = (f"slow__{tool}", {"seconds": 1})
+    with ScriptedLLM(tool_calls(call, call), text("both done")) as llm:
+        args = ["--server-command", server, "--server-name", "slow"]
+        proc = run_cli([*args, "-p", "run both", "--yes", "--output", "json"], tmp_path,
+                       base_url=llm.base_url)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     spans = []
-    for call in json.loads(proc.stdout)["tool_calls"]:
-        stamps = [float(w) for w in call["output"].split() if w.replace(".", "").isdigit()]
-        spans.append((stamps[0], stamps[1]))
-    (start1, end1), (start2, end2) = spans
-    assert start1 < end2 and start2 < end1, f"the calls ran one after another: {spans}"
+    for done in json.loads(proc.stdout)["tool_calls"]:
+        start, end = (float(w) for w in done["output"].split())
+        spans.append((start, end))
     ids = [m["tool_call_id"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
     assert ids == ["call_1", "call_2"]  # results in call order
+    return spans, llm
+
+
+def test_two_slow_read_only_calls_from_one_reply_run_concurrently(tmp_path: Path) -> None:
+    """Each call says when it started and ended; concurrent calls overlap."""
+    (start1, end1), (start2, end2) = slow_spans(tmp_path, "wait")[0]
+    assert start1 < end2 and start2 < end1, "the read-only calls ran one after another"
+
+
+def test_two_calls_that_may_change_state_run_in_the_order_written(tmp_path: Path) -> None:
+    (start1, end1), (start2, end2) = slow_spans(tmp_path, "write")[0]
+    assert end1 <= start2, "the second state-changing call started before the first ended"
 
 
 def test_max_steps_reached_exits_3(tmp_path: Path) -> None:
