@@ -77,9 +77,10 @@ class ReplProcess:
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
 
-    def wait_for(self, pattern: str | re.Pattern[str]) -> re.Match[str]:
+    def wait_for(self, pattern: str | re.Pattern[str], since: int = 0) -> re.Match[str]:
+        """The first stderr line from line `since` on that matches (waiting for it)."""
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
-        for line in self.seen:
+        for line in self.seen[since:]:
             if found := regex.search(line):
                 return found
         deadline = time.monotonic() + WAIT
@@ -144,7 +145,12 @@ def test_system_monitor_shows_the_tools_result_and_polls_its_server(
 ) -> None:
     trusted = npm_app("server-system-monitor", trust=["get-system-info", "poll-system-stats"])
     config = app_config(tmp_path, sysmon=trusted)
-    script = [tool_calls(("sysmon__get-system-info", {})), text("Here is your system.")]
+    script = [
+        tool_calls(("sysmon__get-system-info", {})),
+        text("Here is your system."),
+        tool_calls(("sysmon__get-system-info", {})),
+        text("Updated."),
+    ]
     with ScriptedLLM(*script) as llm:
         repl = ReplProcess(config, tmp_path, llm.base_url)
         try:
@@ -176,12 +182,21 @@ def test_system_monitor_shows_the_tools_result_and_polls_its_server(
             assert body.evaluate("() => window.open('https://example.com') === null")
             app.locator("#poll-toggle-btn").click()  # a person's click reaches the app
             playwright_api.expect(app.locator("#status-text")).to_have_text("Stopped")
+            # The tool runs again: a new view of its own, in the same tab (the old one is
+            # torn down), showing the new result (so it polls again).
+            mark = len(repl.seen)
+            repl.send("and now?")
+            second = repl.wait_for(URL, since=mark)["url"]
+            assert second != url
+            page.wait_for_url(second)
+            playwright_api.expect(app.locator("#poll-toggle-btn")).to_have_text("Stop")
             page.close()
             code, out = repl.finish()
         finally:
             repl.kill()
     assert code == 0
-    assert "Here is your system." in out
+    assert "Here is your system." in out and "Updated." in out
+
     for request in llm.requests:  # the app-only tool never reached the model
         assert "poll-system-stats" not in json.dumps(request.get("tools", []))
     llm.assert_complete()

@@ -14,6 +14,7 @@ sends `ui/resource-teardown` and waits briefly for the answer.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -80,6 +81,7 @@ class AppView:
     _changed: anyio.Event = field(default_factory=anyio.Event)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _waiting: dict[str, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
+    _last_poll: float = float("-inf")  # time.monotonic() the page last asked for messages
 
     @property
     def title(self) -> str:
@@ -94,6 +96,7 @@ class AppView:
 
     async def take(self, after: int, wait: float) -> tuple[list[dict[str, Any]], int]:
         """Messages after `after` (the page has the rest), waiting up to `wait` for one."""
+        self._last_poll = time.monotonic()
         self._outbox = [(n, m) for n, m in self._outbox if n > after]
         if not self._outbox and not self.closed:
             self._changed = anyio.Event()
@@ -101,6 +104,12 @@ class AppView:
                 await self._changed.wait()
         messages = [m for _, m in self._outbox]
         return messages, (self._outbox[-1][0] if self._outbox else after)
+
+    def shown_now(self, poll_wait: float) -> bool:
+        """The page is open in a browser: initialized, and polling (a poll is held at most
+        `poll_wait` seconds, so a page silent for longer is gone)."""
+        alive = time.monotonic() - self._last_poll < poll_wait + 5
+        return self.initialized and not self.closed and alive
 
     def result_shown(self, arguments: dict[str, Any], result: dict[str, Any] | None) -> None:
         """A (new) run of the tool: its input and result, once the view is initialized."""
@@ -115,8 +124,9 @@ class AppView:
         if self.result is not None:
             self.post({"method": "ui/notifications/tool-result", "params": self.result})
 
-    async def teardown(self) -> None:
-        """`ui/resource-teardown`, answered or not within TEARDOWN_WAIT; then closed."""
+    async def teardown(self, then: dict[str, Any] | None = None) -> None:
+        """`ui/resource-teardown`, answered or not within TEARDOWN_WAIT; then closed.
+        `then`: a last message for the host page (e.g. where to go next)."""
         if self.initialized and not self.closed:
             answered = anyio.Event()
             request_id = f"host-{next(self._ids)}"
@@ -124,6 +134,8 @@ class AppView:
             self.post({"id": request_id, "method": "ui/resource-teardown", "params": {}})
             with anyio.move_on_after(TEARDOWN_WAIT):
                 await answered.wait()
+        if then is not None:
+            self.post(then)
         self.closed = True
         self._changed.set()
 

@@ -125,18 +125,33 @@ class AppHost:
     # -- opening views -------------------------------------------------------------------
 
     def tool_finished(self, server: str, tool: str, arguments: dict[str, Any], result: Any) -> None:
-        """A tool ran for the model: when it comes with an app, show the app with its data."""
+        """A tool ran for the model: when it comes with an app, show the app with its data —
+        in the page of that app still open in the browser, if any (a model that calls the
+        tool five times opens one tab, not five)."""
         spec = self.registry.server_tool(server, tool)
         if spec is None or spec.app_uri is None or self._tg is None:
             return
         wire = result_wire(result) if result is not None else None
+        for view in self.views.values():  # a tab already showing this app shows the new run
+            if view.server == server and view.uri == spec.app_uri and view.shown_now(POLL_WAIT):
+                self._tg.start_soon(self._open_quietly, spec, arguments, wire, view)
+                return
         self._tg.start_soon(self._open_quietly, spec, arguments, wire)
 
     async def _open_quietly(
-        self, spec: ToolSpec, arguments: dict[str, Any], result: dict[str, Any] | None
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        result: dict[str, Any] | None,
+        replacing: AppView | None = None,
     ) -> None:
+        """A new view (each run of a tool gets its own, as the spec has it); when the app
+        is open in a tab already, the old view is torn down and the tab goes to the new."""
         try:
-            await self.open(spec, arguments, result)
+            view = await self.open(spec, arguments, result, browse=replacing is None)
+            if replacing is not None:
+                navigate = {"method": "run_mcp/navigate", "params": {"url": self.url(view)}}
+                await replacing.teardown(then=navigate)
         except LookupError as exc:
             self.notify(f"app of {spec.server} › {spec.name} not shown: {exc}")
 
@@ -145,6 +160,8 @@ class AppHost:
         spec: ToolSpec,
         arguments: dict[str, Any] | None = None,
         result: dict[str, Any] | None = None,
+        *,
+        browse: bool = True,
     ) -> AppView:
         """A new view of the tool's page (read from its server now), announced and opened."""
         assert spec.app_uri is not None
@@ -157,7 +174,7 @@ class AppHost:
         self.views[view.id] = view
         url = self.url(view)
         self.notify(f"app {view.title}: {url}")
-        if self.browser is not None:
+        if self.browser is not None and browse:
             await self.browser(url)
         return view
 
@@ -208,7 +225,7 @@ class AppHost:
         if view is None:
             return Response.text(404, "not found")
         action = parts[2] if len(parts) > 2 else ""
-        if view.closed:
+        if view.closed and action != "recv":  # recv: the last messages, then 410
             return Response.text(410, "this app was closed")
         if action == "" and request.method == "GET":
             return self._host_page(view)

@@ -67,7 +67,10 @@ iframe{{border:1px solid #d1d5db;border-radius:8px;background:#fff;width:100%;he
       }}
       const batch = await reply.json();
       status.textContent = "connected"; document.body.dataset.state = "connected";
-      for (const msg of batch.messages) frame.contentWindow.postMessage(msg, sandboxOrigin);
+      for (const msg of batch.messages) {{
+        if (msg.method === "run_mcp/navigate") {{ location.replace(msg.params.url); return; }}
+        frame.contentWindow.postMessage(msg, sandboxOrigin);
+      }}
       after = batch.next;
     }}
   }})();
