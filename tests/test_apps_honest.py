@@ -87,7 +87,7 @@ def test_tools_listing_marks_tools_with_an_app_and_the_app_only_ones(tmp_path: P
             ["--mcp-config", str(config), "-i"],
             tmp_path,
             base_url=llm.base_url,
-            stdin="/tools\n/tools get-system-info\n",
+            stdin="/tools\n/tools get-system-info\n/resources\n",
         )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -95,6 +95,7 @@ def test_tools_listing_marks_tools_with_an_app_and_the_app_only_ones(tmp_path: P
     assert "clock__get-time · destructive + app" in out
     assert "sysmon › poll-system-stats · destructive, app only" in out
     assert f"comes with an app: {PAGE} (/app sysmon__get-system-info)" in out
+    assert "no resources" in out and "2 app page(s) (MCP Apps): /apps" in out
     assert llm.requests == []  # listing asks no model
 
 

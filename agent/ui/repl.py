@@ -449,6 +449,9 @@ class Repl(AppFrontEnd):
             self.console.print(Text("attach one to a request with @server:uri", style="dim"))
         else:
             self.console.print(Text("no resources", style="dim"))
+        pages = [r for server, r in self.catalog.app_pages if not arg or server == arg]
+        if pages:  # ui:// pages are for the app host, never attached
+            self.console.print(Text(f"{len(pages)} app page(s) (MCP Apps): /apps", style="dim"))
 
     async def _prompts(self, arg: str) -> None:
         if not await self._refreshed_catalog(arg):
