@@ -61,3 +61,21 @@ def test_server_url_ending_in_sse_needs_no_connection_flag(
     assert any(
         "inferred sse" in m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"
     )
+
+
+def test_servers_says_needs_login_only_for_a_server_that_answered_401(
+    tmp_path: Path, everything_http_url: str
+) -> None:
+    """server-everything takes requests without credentials: its auth is "none" even
+    though `oauth` is on by default for http servers without an Authorization header."""
+    with ScriptedLLM() as llm:
+        proc = run_cli(
+            ["--server-url", everything_http_url, "-i"],
+            tmp_path,
+            base_url=llm.base_url,
+            stdin="/servers\n",
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "needs login" not in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if line.lstrip().startswith("main"))
+    assert "none" in row, proc.stdout

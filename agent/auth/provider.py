@@ -71,6 +71,9 @@ class _AgentFlow:
         self.waiting_on_person = False
         self.on_waiting: Callable[[bool], None] | None = None
         self.step = ""  # the login step in flight, for a connect that takes long
+        # The MCP endpoint answered 401: only then does this server need a login at all
+        # (FastMCP, mcp-proxy, supergateway take requests without one).
+        self.challenged = False
         self._holding_turn = False
         self._listener: CallbackListener | None = None
         self._authorization_url = ""
@@ -134,6 +137,8 @@ class _AgentFlow:
                     if step != _PROTECTED_RESOURCE:  # the MCP server's own address
                         require_https(str(outgoing.url), step)
                 response = yield outgoing
+                if outgoing is request and response.status_code == 401:
+                    self.challenged = True
                 if (
                     outgoing is request
                     and response.status_code == 401
@@ -394,11 +399,16 @@ def forget(provider: Provider, *, delete: bool) -> bool:
     /logout does); whether there was anything to drop."""
     provider.context.clear_tokens()
     provider._initialized = False  # the next request reads the store again
-    return provider.storage.delete() if delete else provider.storage.forget_tokens()
+    dropped = provider.storage.delete() if delete else provider.storage.forget_tokens()
+    provider.challenged = provider.challenged or dropped  # it had tokens: it takes logins
+    return dropped
 
 
-def auth_words(config: ServerConfig, storage: FileTokenStorage | None) -> str:
-    """A server's login as /servers shows it."""
+def auth_words(
+    config: ServerConfig, storage: FileTokenStorage | None, challenged: bool = True
+) -> str:
+    """A server's login as /servers shows it; `challenged`: it answered 401 (a server
+    that never asked for credentials needs no login, whatever `oauth` allows)."""
     if config.type not in ("http", "sse"):
         return ""
     if any(k.lower() == "authorization" for k in config.headers):
@@ -412,5 +422,5 @@ def auth_words(config: ServerConfig, storage: FileTokenStorage | None) -> str:
             f", {expires_in_words(state.expires_at)}" if state.logged_in else ""
         )
     if not state.logged_in:
-        return "needs login"
+        return "needs login" if challenged else "none"
     return f"logged in, {expires_in_words(state.expires_at)}"

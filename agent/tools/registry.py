@@ -488,7 +488,9 @@ class ToolRegistry:
     def auth_words(self, server_name: str) -> str:
         """How the server logs in, and whether it is logged in (for /servers)."""
         server = self.servers[server_name]
-        return auth_words(server.config, getattr(server, "token_store", None))
+        provider = getattr(server, "auth", None)
+        challenged = provider is None or provider.challenged
+        return auth_words(server.config, getattr(server, "token_store", None), challenged)
 
     def statuses(self) -> list[ServerStatus]:
         return [server.status for server in self.servers.values()]
