@@ -81,6 +81,8 @@ class ServerRequests:
     sampled: list[SamplingRequest] = field(default_factory=list)
     # (server, tokens) each time our model answered a server: counted with the run, shown.
     on_sampled: Callable[[str, Usage], None] | None = None
+    # (server, its question) each time a question was declined unasked (no one to ask).
+    on_declined: Callable[[str, str], None] | None = None
     _recent: dict[str, list[float]] = field(default_factory=dict)
     _in_flight: set[anyio.CancelScope] = field(default_factory=set)
 
@@ -189,6 +191,8 @@ class ServerRequests:
         params: types.ElicitRequestFormParams | types.ElicitRequestURLParams,
     ) -> types.ElicitResult:
         if self.ui is None:  # a script cannot answer; say no rather than hang
+            if self.on_declined is not None:
+                self.on_declined(server, params.message)
             return types.ElicitResult(action="decline")
         if not self._within_rate(server, "elicitation"):  # a server that keeps asking
             return types.ElicitResult(action="decline")

@@ -173,6 +173,18 @@ async def connected(
         yield registry
 
 
+def _say_declined(stderr: Console, redact: Callable[[str], str], server: str, asked: str) -> None:
+    """A form a script cannot answer was declined: say so, as the REPL would show it."""
+    shown = clean(redact(asked))[:200]
+    stderr.print(
+        f"server '{server}' asks you to fill in a form — declined: a single-shot run cannot "
+        f"answer (run it with -i at a terminal); it asked: {shown}",
+        markup=False,
+        highlight=False,
+        style="yellow",
+    )
+
+
 def _say_slow_start(stderr: Console, message: str) -> None:
     stderr.print(message, markup=False, highlight=False, style="dim")
 
@@ -495,6 +507,7 @@ async def _single(
             model,
             auto_approve=settings.ui.approval == "yes",
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
+            on_declined=functools.partial(_say_declined, stderr, settings.redactor(os.environ)),
         )
         async with connected(
             settings, stderr, requests, prestarts=prestarts, single_shot=True

@@ -1,4 +1,4 @@
-"""Transport mix-ups and failed starts, said once: the hint for the transport that fits,
+"""What the user is told, said once: the hint for the transport that fits (both ways),
 the server's last stderr lines, and `--server-url …/sse` without `-c` (inferred as a
 config file infers it). Real server-everything endpoints, `run_mcp.py -p`.
 """
@@ -79,3 +79,19 @@ def test_servers_says_needs_login_only_for_a_server_that_answered_401(
     assert "needs login" not in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.lstrip().startswith("main"))
     assert "none" in row, proc.stdout
+
+
+def test_a_form_declined_in_a_single_shot_run_is_said_on_stderr(tmp_path: Path) -> None:
+    from tests.servers import everything_stdio_command
+
+    command, args = everything_stdio_command()
+    script = [tool_calls(("main__trigger-elicitation-request", {})), text("declined")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(
+            ["--server-command", " ".join([command, *args]), "--yes", "-p", "go"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
+    assert proc.returncode == 0, proc.stderr
+    said = "server 'main' asks you to fill in a form — declined: a single-shot run cannot answer"
+    assert proc.stderr.count(said) == 1, proc.stderr
