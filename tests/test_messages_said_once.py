@@ -5,6 +5,7 @@ config file infers it). Real server-everything endpoints, `run_mcp.py -p`.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -95,3 +96,22 @@ def test_a_form_declined_in_a_single_shot_run_is_said_on_stderr(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     said = "server 'main' asks you to fill in a form — declined: a single-shot run cannot answer"
     assert proc.stderr.count(said) == 1, proc.stderr
+
+
+def test_a_slash_prompt_two_servers_offer_names_both(tmp_path: Path) -> None:
+    from tests.servers import everything_stdio_command
+
+    command, args = everything_stdio_command()
+    servers = {name: {"command": command, "args": args} for name in ("alpha", "beta")}
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    with ScriptedLLM() as llm:
+        proc = run_cli(
+            ["--mcp-config", str(tmp_path / "mcp.json"), "-i"],
+            tmp_path,
+            base_url=llm.base_url,
+            stdin="/simple-prompt\n",
+        )
+    assert proc.returncode == 0, proc.stderr
+    said = "'simple-prompt' is offered by several servers; use one of "
+    assert said + "alpha:simple-prompt, beta:simple-prompt" in proc.stdout + proc.stderr
+    assert "unknown command" not in proc.stdout + proc.stderr

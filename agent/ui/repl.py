@@ -215,8 +215,12 @@ class Repl(AppFrontEnd):
         """Run a slash command; True means leave the REPL."""
         name, _, arg = line[1:].partition(" ")
         command = self.commands.get(name)
-        if command is None and isinstance(self.catalog.find_prompt(name), tuple):
+        found = self.catalog.find_prompt(name) if command is None else None
+        if isinstance(found, tuple):
             await self._prompt(line[1:])  # `/NAME args` for an unambiguous prompt
+            return False
+        if isinstance(found, str) and "offered by several servers" in found:
+            self.console.print(Text(found, style="yellow"))  # names each server:prompt
             return False
         if command is None:
             close = difflib.get_close_matches(name, list(self.commands), n=1)
