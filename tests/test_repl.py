@@ -105,8 +105,9 @@ async def test_commands_and_a_turn_that_runs_a_tool(registry: ToolRegistry, tmp_
     assert "unknown command /tolls — did you mean /tools?" in text
     assert "time › get_current_time" in text and "Asia/Tokyo" in text  # tool trace
     assert "It is late in Tokyo." in text  # markdown rendered
-    assert re.search(r"last turn\s+20\s+10\s+30", text)  # /usage: this turn and the session
-    assert re.search(r"session\s+20\s+10\s+30", text)
+    # /usage: prompt, cached, completion, total and cost of this turn (and the session)
+    assert re.search(r"last turn\s+20\s+0\s+10\s+30\s+unknown", text)
+    assert re.search(r"session\s+20\s+0\s+10\s+30\s+unknown", text)
     model.assert_complete()
     assert "+09:00" in [m for m in model.requests[1] if m["role"] == "tool"][0]["content"]
 
