@@ -113,3 +113,23 @@ def test_add_refuses_a_name_taken_and_a_missing_command(tmp_path: Path) -> None:
     assert rc == 2 and "the command is missing" in said
     rc, said = mcp(tmp_path, "add", "--transport", "http", "z", "ftp://x")
     assert rc == 2 and "must start with http:// or https://" in said
+
+
+def test_repl_servers_disable_and_enable_for_the_session(tmp_path: Path) -> None:
+    servers = {n: {"command": sys.executable, "args": [TWIN_SERVER, n]} for n in ("one", "two")}
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    with ScriptedLLM(text("first"), text("second")) as llm:
+        proc = run_cli(
+            ["--mcp-config", str(tmp_path / "mcp.json"), "-i"],
+            tmp_path,
+            base_url=llm.base_url,
+            stdin="/servers disable two\nhi\n/servers enable two\nhi again\n",
+        )
+    assert proc.returncode == 0, proc.stderr
+    offered = [{t["function"]["name"] for t in r["tools"]} for r in llm.requests]
+    assert "two__delete" not in offered[0] and "one__delete" in offered[0]
+    assert {"one__delete", "two__delete"} <= offered[1]
+    said = proc.stdout + proc.stderr
+    assert "server 'two' disabled for this session" in said
+    assert "server 'two' enabled (2 tools)" in said
+    assert json.loads((tmp_path / "mcp.json").read_text())["mcpServers"] == servers  # untouched

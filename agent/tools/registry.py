@@ -438,6 +438,24 @@ class ToolRegistry:
         self._specs.pop(server_name, None)
         self._rebuild()
 
+    async def disable(self, server_name: str) -> None:
+        """Off for the rest of the session (`/servers disable NAME`): stopped, its tools
+        gone from the model's list; the config file is not touched."""
+        server = self.servers[server_name]
+        self._specs.pop(server_name, None)
+        self._rebuild()
+        await server.close(grace=1)
+        server.status.state, server.status.tool_count = "closed", 0
+
+    async def enable(self, server_name: str) -> ToolServerError | None:
+        """On again (`/servers enable NAME`): connected afresh; the failure, if any."""
+        try:
+            await self._connect(self.servers[server_name])
+        except ToolServerError as exc:
+            return exc
+        self._rebuild()
+        return None
+
     async def refresh(self, server_name: str) -> None:
         """Re-list one server's tools (after a list_changed notification)."""
         server = self.servers[server_name]

@@ -97,7 +97,7 @@ class Repl(AppFrontEnd):
         for name, help_text, handler in (
             ("help", "show the commands", self._help),
             ("tools", "list tools: /tools [server], or one tool in full: /tools NAME", self._tools),
-            ("servers", "server status table", self._servers),
+            ("servers", "server status table; enable|disable NAME for this session", self._servers),
             ("tasks", "running and recent tasks (tool calls run as tasks)", self._tasks),
             ("resources", "list resources and templates: /resources [server]", self._resources),
             ("prompts", "list prompts: /prompts [server]", self._prompts),
@@ -413,6 +413,10 @@ class Repl(AppFrontEnd):
         listings.show_tools(self.console, self.registry.tools, arg, self.registry.app_only)
 
     async def _servers(self, arg: str) -> None:
+        verb, _, name = arg.partition(" ")
+        if verb in ("enable", "disable"):
+            await self._switch_server(verb, name.strip())
+            return
         auth = {name: self.registry.auth_words(name) for name in self.registry.servers}
         listings.show_servers(self.console, self.registry.statuses(), auth)
         for name, server in self.registry.servers.items():
@@ -421,6 +425,28 @@ class Repl(AppFrontEnd):
             self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
         files = ", ".join(self.settings.config_files) or "none (defaults)"
         self.console.print(Text(f"config files read: {files}", style="dim"))
+
+    async def _switch_server(self, verb: str, name: str) -> None:
+        """`/servers enable|disable NAME`: for this session only (files stay as they are)."""
+        server = self.registry.servers.get(name)
+        if server is None:
+            known = ", ".join(self.registry.servers) or "none"
+            self.console.print(Text(f"no server '{name}' (servers: {known})", style="yellow"))
+            return
+        if verb == "disable":
+            await self.registry.disable(name)
+            said = f"server '{name}' disabled for this session ({len(self.registry.tools)} tools)"
+            self.console.print(Text(said, style="dim"))
+            return
+        if server.status.state == "ready":
+            self.console.print(Text(f"server '{name}' is already on", style="dim"))
+            return
+        failure = await self.registry.enable(name)
+        if failure is not None:
+            self.console.print(Text(f"server '{name}': {failure}", style="yellow"))
+            return
+        count = server.status.tool_count
+        self.console.print(Text(f"server '{name}' enabled ({count} tools)", style="dim"))
 
     async def _tasks(self, arg: str) -> None:
         with self.console.status(Text("listing…", style="dim")):
