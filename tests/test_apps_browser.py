@@ -163,6 +163,9 @@ def test_system_monitor_shows_the_tools_result_and_polls_its_server(
             hostname = socket.gethostname()
             playwright_api.expect(app.locator("#info-hostname")).to_have_text(hostname)
             playwright_api.expect(app.locator("h1.title")).to_have_text("System Monitor")
+            # ui/notifications/size-changed: the frame takes the height the app asked for
+            sized = re.compile(r"height: \d+px")
+            playwright_api.expect(page.locator("#app")).to_have_attribute("style", sized)
             # The result starts the app's polling: its own tools/call of the app-only
             # poll-system-stats, through the host to the server and back.
             playwright_api.expect(app.locator("#poll-toggle-btn")).to_have_text("Stop")
