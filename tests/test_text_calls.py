@@ -14,7 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
+from agent.errors import ToolsUnsupportedError
 from agent.events import Event, RunFinished, TextDelta, ToolCallFinished
+from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import Agent
 from agent.textcalls import StreamGate, parse
@@ -176,3 +178,25 @@ def test_text_after_a_call_stays_the_models_words() -> None:
     assert found.prose == "Before.\n\nAfter." or found.prose == "Before.\nAfter."
     assert [c.name for c in found.calls] == ["time__get_current_time"]
     assert json.loads(found.calls[0].arguments) == TOKYO
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "wording"),
+    [
+        (400, "registry.ollama.ai/library/gemma:2b does not support tools"),
+        (500, "tools param requires --jinja flag"),  # llama-server without --jinja
+        (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'),
+    ],
+)
+async def test_each_servers_no_tools_wording_is_recognised(status: int, wording: str) -> None:
+    tool = {"type": "function", "function": {"name": "clock", "parameters": {"type": "object"}}}
+    with ScriptedLLM(error(status, wording)) as llm:
+        model = OpenAIModel(base_url=llm.base_url, api_key="k", model="m")
+        try:
+            with anyio.fail_after(30), pytest.raises(ToolsUnsupportedError):
+                async for _ in model.stream([{"role": "user", "content": "hi"}], [tool]):
+                    pass
+        finally:
+            await model.aclose()
+    assert len(llm.requests) == 1  # never retried
