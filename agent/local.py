@@ -7,11 +7,17 @@ unless one was configured. All ports are asked at once and the whole look takes 
 a second: a refused port answers at once, and a port that accepts but never answers is given
 PROBE_TIMEOUT. Plain threads and urllib, not the async client: this runs once, before the
 event loop has anything else to do, and must not pull in the OpenAI stack's imports.
+
+Whatever listens there gets the prompt and every tool result. On a shared machine any user
+can open port 11434, so a listener that belongs to another user (Linux says who in
+/proc/net/tcp) is never asked, and the run says so; `[llm] local_ports = []` turns the
+look off altogether.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,10 +49,52 @@ def describe_ports(ports: tuple[int, ...]) -> str:
     return ", ".join(f"{LOCAL_SERVERS.get(p, 'port')} {p}" for p in ports)
 
 
+_LISTEN = "0A"
+_LOOPBACK_OR_ANY = {
+    "0100007F",  # 127.0.0.1
+    "00000000",  # 0.0.0.0
+    "00000000000000000000000001000000",  # ::1
+    "00000000000000000000000000000000",  # ::
+    "0000000000000000FFFF00000100007F",  # ::ffff:127.0.0.1
+}
+
+
+def listener_owners(port: int, proc: str = "/proc/net") -> set[int]:
+    """The uids of the sockets listening on `port` at a loopback or wildcard address, as
+    Linux's /proc/net/tcp{,6} tell; empty where the OS does not say."""
+    owners: set[int] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"{proc}/{table}", encoding="ascii") as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 8 or fields[3] != _LISTEN:
+                continue
+            address, _, hex_port = fields[1].partition(":")
+            if int(hex_port, 16) == port and address.upper() in _LOOPBACK_OR_ANY:
+                owners.add(int(fields[7]))
+    return owners
+
+
+def foreign_ports(ports: tuple[int, ...], uid: int | None = None) -> dict[int, int]:
+    """Ports whose listener belongs to another user: port -> that user's uid."""
+    me = os.getuid() if uid is None else uid
+    found: dict[int, int] = {}
+    for port in ports:
+        others = listener_owners(port) - {me}
+        if others:
+            found[port] = min(others)
+    return found
+
+
 def find_local_server(
     ports: tuple[int, ...], *, host: str = "127.0.0.1", budget: float = PROBE_BUDGET
 ) -> LocalServer | None:
-    """The first port (in `ports` order) whose `/v1/models` answers like a model server."""
+    """The first port (in `ports` order) whose `/v1/models` answers like a model server.
+    Pass only ports `foreign_ports` has not ruled out."""
     if not ports:
         return None
     deadline = time.monotonic() + budget

@@ -39,7 +39,7 @@ from agent.events import (
 )
 from agent.hook_files import HookSet
 from agent.llm import DEFAULT_MAX_TOKENS, OpenAIModel, warm_model_imports
-from agent.local import describe_ports, find_local_server
+from agent.local import describe_ports, find_local_server, foreign_ports
 from agent.memory import Memory, describe_environment
 from agent.prices import PriceTable
 from agent.react import AGENT_TOOL_NAMES, Agent
@@ -75,7 +75,16 @@ def with_local_server(settings: Settings, stderr: Console) -> Settings:
     llm = settings.llm
     if llm.api_key or llm.base_url:
         return settings
-    found = find_local_server(llm.local_ports)
+    foreign = foreign_ports(llm.local_ports)  # another user's listener gets no prompt
+    for port, uid in foreign.items():
+        stderr.print(
+            Text(
+                f"warning: port {port} is listened on by another user (uid {uid}): not used "
+                f"as the model; pass --base-url http://127.0.0.1:{port}/v1 to use it anyway",
+                style="yellow",
+            )
+        )
+    found = find_local_server(tuple(p for p in llm.local_ports if p not in foreign))
     if found is None:
         return settings
     update: dict[str, Any] = {"base_url": found.base_url}
@@ -86,7 +95,7 @@ def with_local_server(settings: Settings, stderr: Console) -> Settings:
         stderr.print(
             Text(
                 f"no API key or base URL set: using {found.name} at {found.base_url} "
-                f"(model '{llm.model}')",
+                f"(model '{llm.model}'; [llm] local_ports = [] never looks)",
                 style="dim",
             )
         )
@@ -231,7 +240,9 @@ def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> 
     if resume is None:
         meta = {"model": settings.llm.model, "servers": [s.name for s in settings.servers]}
         return Loaded(Transcript.create(settings.state_dir, meta, redactor), [], [])
-    loaded = load(find_session(settings.state_dir, resume), redactor)
+    # Read back what a request can carry (twice the window: trimming picks), not the file.
+    window = settings.llm.context_window
+    loaded = load(find_session(settings.state_dir, resume), redactor, max_tokens=2 * window)
     for warning in loaded.warnings:
         stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
     if not settings.ui.quiet:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from agent.config import Settings
 from agent.errors import ConfigError, ContextOverflowError, ModelError
 from agent.events import Event, Notice, RunFinished
 from agent.llm import OpenAIModel, Reply, RetryNotice, Usage
-from agent.local import find_local_server
+from agent.local import find_local_server, foreign_ports, listener_owners
 from agent.memory import Memory
 from agent.react import Agent
 from agent.session import RunRecord, make_model
@@ -442,3 +444,59 @@ async def test_an_unstreamed_reply_past_the_deadline_is_an_error_not_a_resend() 
         with pytest.raises(ModelError, match="did not finish within 1 s"):
             await collect(model, [TOOL])
     assert len(llm.requests) == 1
+
+
+def test_the_owner_of_a_loopback_listener_is_read_from_proc() -> None:
+    with socket.socket() as mine:
+        mine.bind(("127.0.0.1", 0))
+        mine.listen()
+        port = mine.getsockname()[1]
+        if not Path("/proc/net/tcp").exists():
+            pytest.skip("no /proc/net/tcp here: the OS does not say who listens")
+        assert listener_owners(port) == {os.getuid()}
+        assert foreign_ports((port,)) == {}
+        assert foreign_ports((port,), uid=os.getuid() + 1) == {port: os.getuid()}
+
+
+FOREIGN_MODEL_SERVER = """
+import http.server, json, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print("asked", self.path, flush=True)
+        body = json.dumps({"data": [{"id": "theirs"}]}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.end_headers(); self.wfile.write(body)
+    do_POST = do_GET
+    def log_message(self, *args): pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting another user's listener needs root")
+def test_a_model_server_of_another_user_gets_no_prompt(tmp_path: Path) -> None:
+    """On a shared machine anyone can listen on 11434: such a listener is never asked."""
+    server = subprocess.Popen(
+        ["/usr/bin/python3", "-c", FOREIGN_MODEL_SERVER],
+        user=65534,
+        cwd="/",
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        config = tmp_path / "config.toml"
+        config.write_text(f"[llm]\nlocal_ports = [{port}]\n")
+        proc = run_cli(["--config", str(config), "-p", "hi"], tmp_path, base_url=None, api_key=None)
+    finally:
+        server.terminate()
+        rest, _ = server.communicate(timeout=10)
+    assert proc.returncode == 2
+    assert (
+        f"warning: port {port} is listened on by another user (uid 65534): not used as the "
+        f"model; pass --base-url http://127.0.0.1:{port}/v1 to use it anyway"
+    ) in proc.stderr
+    assert "error: no API key" in proc.stderr
+    assert "asked" not in rest  # not even its model list was asked for

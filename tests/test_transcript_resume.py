@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.memory import Message
+from agent.memory import Message, estimate_tokens
 from agent.transcript import Transcript, load
 
 
@@ -92,3 +92,23 @@ def test_a_line_that_is_json_but_not_a_record_is_skipped_with_a_warning(tmp_path
     loaded = load(path)
     assert [m["content"] for m in loaded.messages] == ["first q"]
     assert loaded.warnings == [f"{path.name}: last line is corrupted and was skipped"]
+
+
+def test_resume_reads_from_the_end_only_what_a_request_can_carry(tmp_path: Path) -> None:
+    """3,000 turns of ~1 KB: with a 20,000-token budget the loaded history is the newest
+    turns within it, starting at a user message; a clear above them ends the reading."""
+    transcript = Transcript.create(tmp_path, {})
+    transcript.append({"role": "user", "content": "before the clear"})
+    transcript.mark("clear")
+    for n in range(3000):
+        transcript.append({"role": "user", "content": f"question {n} " + "x" * 500})
+        transcript.append({"role": "assistant", "content": f"answer {n} " + "y" * 500})
+    transcript.close()
+    loaded = load(transcript.path, max_tokens=20_000)
+    contents = [m["content"].split(" ", 2)[:2] for m in loaded.messages]
+    assert loaded.messages[0]["role"] == "user" and contents[-1] == ["answer", "2999"]
+    assert 140 < len(loaded.messages) < 160  # ~20,000 tokens of ~130-token messages
+    assert sum(estimate_tokens(m) for m in loaded.messages) <= 20_000 + 300
+    everything = load(transcript.path, max_tokens=10**9)
+    assert len(everything.messages) == 6000  # the clear: nothing above it comes back
+    assert everything.messages[0]["content"].startswith("question 0 ")
