@@ -95,7 +95,7 @@ def with_local_server(settings: Settings, stderr: Console) -> Settings:
         stderr.print(
             Text(
                 f"no API key or base URL set: using {found.name} at {found.base_url} "
-                f"(model '{llm.model}'; [llm] local_ports = [] never looks)",
+                f"(model '{llm.model}'); [llm] local_ports = [] never looks",
                 style="dim",
             )
         )
