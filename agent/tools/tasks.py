@@ -163,16 +163,19 @@ async def follow(run: TaskRun, snapshot: dict[str, Any]) -> types.CallToolResult
     answered: set[str] = set()
     try:
         with anyio.fail_after(max(run.watch.limit - state.elapsed(), 0)):
+            fresh = True
             while True:
-                await _report(run, snapshot.get("status"), snapshot.get("statusMessage"))
+                if fresh:  # a stale snapshot (a poll failed) is not news
+                    await _report(run, snapshot.get("status"), snapshot.get("statusMessage"))
                 if state.status in TERMINAL:
                     return await _outcome(run, snapshot)
-                if state.status == "input_required":
+                if state.status == "input_required" and fresh:
                     if state.form == "2025-11-25":  # its questions come with tasks/result
                         return await _legacy_result(run, run.watch.limit)
                     await _answer_inputs(run, snapshot, answered)
                 await anyio.sleep(_interval(snapshot))
-                polled = await _poll(run)
+                polled = await _poll(run, said_lost=not fresh)
+                fresh = polled is not None
                 if polled is None:
                     if time.monotonic() - last_life > run.life_timeout:
                         return await _give_up(
@@ -189,13 +192,15 @@ async def follow(run: TaskRun, snapshot: dict[str, Any]) -> types.CallToolResult
         raise
 
 
-async def _poll(run: TaskRun) -> dict[str, Any] | None:
-    """One `tasks/get`; None when the connection is gone (it is reconnected next time)."""
+async def _poll(run: TaskRun, *, said_lost: bool = False) -> dict[str, Any] | None:
+    """One `tasks/get`; None when the connection is gone (it is reconnected next time).
+    The loss is reported once, not at every failed poll."""
     state = run.state
     try:
         return await run.send("tasks/get", {"taskId": state.task_id}, run.life_timeout)
     except Unreachable as exc:
-        await _report(run, state.status, f"connection lost ({exc}); polling task again")
+        if not said_lost:
+            await _report(run, state.status, f"connection lost ({exc}); polling task again")
         return None
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
