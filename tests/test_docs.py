@@ -1,0 +1,37 @@
+"""The documentation a newcomer reads: a short README whose links all lead somewhere, and
+generated reference pages (flags, modules) that match the code."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_generated_flag_and_module_pages_are_current() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_readme_is_short_and_keeps_the_two_setup_commands() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 200
+    assert "pip install -e . && .venv/bin/python run_mcp.py" in readme
+    assert "bash .ci/run" in readme
+
+
+def test_every_relative_link_in_the_docs_leads_to_a_file() -> None:
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", ROOT / "tests" / "README.md"]
+    pages += sorted((ROOT / "docs").glob("*.md"))
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)", page.read_text(encoding="utf-8")):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
