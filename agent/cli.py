@@ -155,7 +155,7 @@ def run(
             "--server-url",
             help="Endpoint for sse / http / openapi (…/sse, …/mcp, or the OpenAPI base URL).",
         ),
-    ] = None,  # noqa: E501
+    ] = None,
     server_command: Annotated[
         str | None,
         typer.Option(
@@ -171,13 +171,13 @@ def run(
             "-H",
             help="'Name: value' sent to sse / http / openapi servers (repeatable).",
         ),
-    ] = [],  # noqa: B006,E501
+    ] = [],  # noqa: B006
     server_name: Annotated[
         str,
         typer.Option(
             "--server-name", help="Name (tool prefix) of the server given on the command line."
         ),
-    ] = CLI_SERVER_NAME,  # noqa: E501
+    ] = CLI_SERVER_NAME,
     mcp_config: Annotated[
         str | None,  # not a Path: `./claude` (a file) must stay apart from `claude` (a name)
         typer.Option(
@@ -186,7 +186,7 @@ def run(
             "vscode (a file of such a name: ./claude) "
             "(default: ~/.config/mcp-agent/mcp.json and config/mcp.json, those that exist).",
         ),
-    ] = None,  # noqa: E501
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -194,7 +194,7 @@ def run(
             help="TOML settings (default config/config.toml, "
             "else ~/.config/mcp-agent/config.toml).",
         ),
-    ] = None,  # noqa: E501
+    ] = None,
     prompt: Annotated[
         str | None,
         typer.Option(
@@ -202,7 +202,7 @@ def run(
             "-p",
             help="Single-shot: run one request, print the answer, exit. '-' reads stdin.",
         ),
-    ] = None,  # noqa: E501
+    ] = None,
     interactive: Annotated[
         bool,
         typer.Option(
@@ -210,38 +210,38 @@ def run(
             "-i",
             help="Open the REPL (default when stdin is a terminal and there is no --prompt).",
         ),
-    ] = False,  # noqa: E501
+    ] = False,
     model: Annotated[
         str | None,
         typer.Option("--model", help="Model name (overrides OPENAI_MODEL and [llm] model)."),
-    ] = None,  # noqa: E501
+    ] = None,
     base_url: Annotated[
         str | None,
         typer.Option(
             "--base-url",
             help="OpenAI-compatible endpoint (overrides OPENAI_BASE_URL and [llm] base_url).",
         ),
-    ] = None,  # noqa: E501
+    ] = None,
     max_steps: Annotated[
         int | None,
         typer.Option("--max-steps", min=1, help="Most think/act steps per request (default 20)."),
-    ] = None,  # noqa: E501
+    ] = None,
     output: Annotated[
         str, typer.Option("--output", help="Single-shot output: text or json.")
-    ] = "text",  # noqa: E501
+    ] = "text",
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
-    ] = False,  # noqa: E501
+    ] = False,
     resume: Annotated[
         str | None,
         typer.Option("--resume", help="Continue a saved session: ID, or nothing for the latest."),
-    ] = None,  # noqa: E501
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Show only answers and errors.")
-    ] = False,  # noqa: E501
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show full tool output and server logs.")
-    ] = False,  # noqa: E501
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -251,7 +251,7 @@ def run(
     no_browser: Annotated[
         bool,
         typer.Option("--no-browser", help="Print MCP Apps' page URLs instead of opening them."),
-    ] = False,  # noqa: E501
+    ] = False,
     login: Annotated[
         str | None,
         typer.Option(

@@ -37,7 +37,7 @@ async def bare_sdk(n: int, errlog: Path) -> float:
         count += 1
 
     params = StdioServerParameters(command=sys.executable, args=SERVER)
-    with errlog.open("w") as err:  # noqa: ASYNC230 - a local file, opened once
+    with errlog.open("w") as err:
         async with Client(
             stdio_client(params, errlog=err), mode="legacy", logging_callback=on_log
         ) as client:

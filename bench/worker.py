@@ -48,7 +48,7 @@ def _count_requests() -> None:
 def _stdio(command: str, args: list[str], env: dict[str, str] | None = None) -> Any:
     """A stdio transport with the server's stderr discarded."""
     params = StdioServerParameters(command=command, args=args, env=env)
-    return stdio_client(params, errlog=open(os.devnull, "w"))  # noqa: SIM115 - lives with the client
+    return stdio_client(params, errlog=open(os.devnull, "w"))
 
 
 # --------------------------------------------------------------------------- server start

@@ -33,7 +33,12 @@ def _help(args: list[str]) -> str:
     env.pop("FORCE_COLOR", None)
     out = subprocess.run(
         [sys.executable, str(ROOT / "run_mcp.py"), *args, "--help"],
-        capture_output=True, text=True, env=env, cwd=ROOT, check=True, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+        timeout=60,
     ).stdout
     return "\n".join(line.rstrip() for line in out.strip().splitlines())
 
@@ -75,7 +80,8 @@ def main(argv: list[str]) -> int:
     stale = [p for p, text in pages.items() if not p.is_file() or p.read_text() != text]
     if "--check" in argv:
         for page in stale:
-            print(f"{page.relative_to(ROOT)} is stale: run python scripts/gen_docs.py", file=sys.stderr)
+            stale_name = page.relative_to(ROOT)
+            print(f"{stale_name} is stale: run python scripts/gen_docs.py", file=sys.stderr)
         return 1 if stale else 0
     for page in stale:
         page.write_text(pages[page], encoding="utf-8")

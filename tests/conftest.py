@@ -13,7 +13,7 @@ import pytest
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.servers import everything_server  # noqa: E402
+from tests.servers import everything_server
 
 
 @pytest.fixture

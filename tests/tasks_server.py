@@ -44,7 +44,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ConfigDict, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.modern_server import RefuseHandshake  # noqa: E402
+from tests.modern_server import RefuseHandshake
 
 TASKS = "io.modelcontextprotocol/tasks"
 TERMINAL = ("completed", "failed", "cancelled")

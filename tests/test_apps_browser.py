@@ -348,7 +348,7 @@ def live_origin() -> Iterator[str]:
     """A web server on 127.0.0.1 that answers every GET (an origin a page could reach)."""
 
     class Ok(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             self.send_response(204)
             self.end_headers()
 

@@ -105,7 +105,7 @@ def test_a_run_killed_from_outside_before_asking_the_model_is_run_again(
         def run() -> None:
             try:
                 results.append(run_cli(["--server-command", server, "-p", "hi"], llm, tmp_path))
-            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            except BaseException as exc:
                 results.append(exc)
 
         worker = threading.Thread(target=run)

@@ -21,7 +21,7 @@ def write(path: Path, doc: object) -> Path:
     return path
 
 
-def settings(tmp_path: Path, mcp: Path | str | None = None):  # noqa: ANN201 - Settings
+def settings(tmp_path: Path, mcp: Path | str | None = None):
     """Settings read in tmp_path, a folder the user trusts (its config/ counts)."""
     env = {"HOME": str(tmp_path / "home")}
     return build_settings(

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_generated_flag_and_module_pages_are_current() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
 

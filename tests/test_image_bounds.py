@@ -143,7 +143,7 @@ def test_the_history_keeps_image_data_only_for_the_newest_within_the_request_bou
         for m in memory.messages
         for p in m.get("content") or []
         if isinstance(m.get("content"), list) and (found := part_data(p))
-    ]  # noqa: E501
+    ]
     assert len(kept) == 2
     assert sum(decoded_size(d) for _, d in kept) <= MAX_REQUEST_IMAGE_BYTES
     notes = json.dumps(memory.messages).count("image not sent again")

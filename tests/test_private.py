@@ -51,7 +51,7 @@ def _probe(harden: bool) -> str:
         [python, "-c", PROBE, str(REPO_ROOT / "agent" / "private.py"), "harden" if harden else ""],
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OPENAI_API_KEY": "probe-secret"},
         cwd="/",
-        preexec_fn=drop,  # noqa: PLW1509 - the child only drops its ids, then execs
+        preexec_fn=drop,
         capture_output=True,
         text=True,
         timeout=60,

@@ -114,7 +114,7 @@ def test_server_postgres_answers_a_join_with_query_trusted(tmp_path: Path) -> No
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: object) -> None:
         """Requests are not the test's output."""
 
 

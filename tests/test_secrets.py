@@ -195,7 +195,7 @@ async def test_server_stderr_status_and_errors_are_redacted(tmp_path: Path) -> N
             assert "fatal: the upstream refused [REDACTED]" in (leaky_status.error or "")
             for status in registry.statuses():
                 assert_no_secret(repr(status), "a server status")
-    log = (tmp_path / "state" / "logs" / "leaky.log").read_text()  # noqa: ASYNC240
+    log = (tmp_path / "state" / "logs" / "leaky.log").read_text()
     assert "connecting with Authorization: [REDACTED]" in log
     assert_no_secret_in_files(tmp_path)
 

@@ -37,7 +37,7 @@ def write_config(tmp_path: Path, **extra: object) -> Path:
     return config
 
 
-def settings_from(config: Path, tmp_path: Path):  # noqa: ANN201 - Settings
+def settings_from(config: Path, tmp_path: Path):
     return build_settings(
         config_path=None,
         mcp_config_path=config,

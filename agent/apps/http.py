@@ -97,7 +97,7 @@ class LoopbackServer:
                 else:
                     try:
                         response = await self.handler(request, port)
-                    except Exception as exc:  # noqa: BLE001 - one request fails, not the host
+                    except Exception as exc:
                         response = Response.text(500, f"{type(exc).__name__}: {exc}")
                 with contextlib.suppress(anyio.BrokenResourceError, OSError):
                     await stream.send(_encode(response))

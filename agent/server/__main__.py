@@ -15,7 +15,7 @@ if not __package__:  # run as a file (`python -P .../agent/server/__main__.py`):
     if _ROOT not in sys.path:
         sys.path.insert(0, _ROOT)
 
-from agent.server.app import build_server  # noqa: E402 - after the path is set
+from agent.server.app import build_server
 
 TRANSPORTS = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
 

@@ -433,7 +433,7 @@ class MCPServerConnection(ToolServer):
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._log_bytes = os.fstat(fd).st_size
         # Block-buffered: a flood of 20,000 log messages must not cost 20,000 writes.
-        return open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed by _close_log
+        return open(fd, "a", encoding="utf-8")
 
     def _close_log(self) -> None:
         if self._log is not None:
@@ -838,7 +838,7 @@ class _ConnectionLogHandler(logging.Handler):
             return  # not from a connection of ours: nothing to attach it to, keep it quiet
         try:
             write(f"[{record.levelname.lower()}] {record.name}: {self.format(record)}")
-        except Exception:  # noqa: BLE001 - logging must never break a connection
+        except Exception:
             self.handleError(record)
 
 

@@ -222,7 +222,7 @@ class AdoptedProcess(anyio.abc.Process):
     def kill(self) -> None:
         self._popen.kill()
 
-    def send_signal(self, signal: int) -> None:  # noqa: A002 - anyio's own parameter name
+    def send_signal(self, signal: int) -> None:
         self._popen.send_signal(signal)
 
     @property

@@ -319,7 +319,7 @@ class ToolRegistry:
         try:
             with anyio.fail_after(server.connect_timeout):
                 specs = await server.list_tools()
-        except Exception as exc:  # noqa: BLE001 - any listing failure marks the server failed
+        except Exception as exc:
             cause = "no answer" if isinstance(exc, TimeoutError) else describe_exception(exc)
             cause = self.redact(cause)
             await server.close(grace=1)
@@ -393,7 +393,7 @@ class ToolRegistry:
             try:
                 with anyio.fail_after(server.connect_timeout):
                     await self.refresh(server_name)
-            except Exception as exc:  # noqa: BLE001 - keep the old list, report the cause
+            except Exception as exc:
                 server.status.error = self.redact(f"refresh failed: {describe_exception(exc)}")
             else:
                 self.refreshes[server_name] = self.refreshes.get(server_name, 0) + 1
@@ -571,7 +571,7 @@ class ToolRegistry:
             return error_observation(
                 spec.server, self.redact(f"server '{spec.server}' is unavailable: {exc.cause}")
             )
-        except Exception as exc:  # noqa: BLE001 - a dying server must not kill the session
+        except Exception as exc:
             server.status.error = self.redact(describe_exception(exc))
             return error_observation(
                 spec.server, f"tool '{spec.name}' failed: {server.status.error}"
@@ -595,7 +595,7 @@ class ToolRegistry:
             with scope:
                 try:
                     outcome.append((True, await call()))
-                except Exception as exc:  # noqa: BLE001 - handed to the caller as is
+                except Exception as exc:
                     outcome.append((False, exc))
                 finally:
                     done.set()

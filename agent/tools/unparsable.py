@@ -45,7 +45,7 @@ def _raw_and_message(exc: Exception) -> tuple[str | dict[str, Any], str] | None:
         return None
     try:
         details = errors()
-    except Exception:  # noqa: BLE001 - not the validation error we know
+    except Exception:
         return None
     for detail in details:
         raw = detail.get("input")

@@ -37,7 +37,7 @@ class Work:
     async def __call__(self) -> None:
         try:
             self.value = await self.run()
-        except Exception as exc:  # noqa: BLE001 - handed to the waiting caller
+        except Exception as exc:
             self.error = exc
         finally:
             self.done.set()

@@ -236,7 +236,7 @@ async def main(url: str, scenario: str) -> int:
                 if name in tools:
                     try:  # as the agent does, one failing call does not end the run
                         result = await server.call_tool(name, arguments, timeout=30)
-                    except Exception as exc:  # noqa: BLE001 - reported, the runner judges
+                    except Exception as exc:
                         print(f"{name}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                     else:
                         print(f"{name}: is_error={result.is_error}")
