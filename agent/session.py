@@ -57,6 +57,7 @@ from agent.tools.results import strip_marker
 from agent.tools.search import SearchBudget, ToolSearch, default_budget_tokens
 from agent.tools.stored import ResultStore
 from agent.transcript import Loaded, Transcript, find_session, load
+from agent.ui.inline_image import inline_protocol
 from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer, LogLines
 from agent.ui.safe import SafeConsole, clean, json_text, markdown
 from agent.vision import vision_mode
@@ -618,6 +619,7 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
                 verbosity=verbosity(settings),
                 stream_answer=not piped,
                 redact=registry.redact,
+                inline_images=None if piped else inline_protocol(os.environ, console.is_terminal),
             )
             skills = await load_skills(settings, registry, stderr)
             catalog = await open_catalog(registry, stderr, skills)

@@ -105,11 +105,13 @@ def test_stop_all_escalates_to_sigkill_after_the_grace() -> None:
     servers = []
     for _ in range(2):
         popen = subprocess.Popen(
-            ["sh", "-c", 'trap "" TERM; exec sleep 300'],
+            ["sh", "-c", 'trap "" TERM; echo deaf; exec sleep 300'],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,
         )
+        assert popen.stdout is not None
+        assert popen.stdout.readline() == b"deaf\n"  # the trap is set before it is tested
         servers.append(Prestarted(popen, os.open(os.devnull, os.O_RDONLY), ("sh",)))
     started = time.monotonic()
     stop_all(servers)

@@ -61,6 +61,14 @@ class ToolSpec:
     open_world: bool = True
     app_uri: str | None = None  # the `ui://` page that comes with it (MCP Apps)
     visibility: tuple[str, ...] = ("model", "app")  # who may call it: the model, its page
+    # The schema as the model gets it (local $refs inlined, agent/tools/schemas.py); None:
+    # `input_schema` as it is. `input_schema` stays as the server sent it, for the server's
+    # own uses (an app's tools/list, an echo): 2020-12 keywords such as $anchor survive.
+    model_schema: dict[str, Any] | None = None
+
+    @property
+    def schema_for_model(self) -> dict[str, Any]:
+        return self.input_schema if self.model_schema is None else self.model_schema
 
     @property
     def for_model(self) -> bool:

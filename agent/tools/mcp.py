@@ -579,7 +579,7 @@ class MCPServerConnection(ToolServer):
             for tool in page.tools:
                 try:
                     spec = ToolSpec.from_mcp(self.name, tool)
-                    spec = replace(spec, input_schema=inline_refs(spec.input_schema))
+                    spec = replace(spec, model_schema=inline_refs(spec.input_schema))
                 except UnusableSchema as exc:
                     skipped = f"server '{self.name}': skipped tool {tool.name[:80]!r}: {exc}"
                     self.list_warnings.append(skipped)

@@ -122,7 +122,7 @@ def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
     text = (spec.description or "").strip() or (spec.title or "")
     if len(text) > DESCRIPTION_LIMIT:
         text = text[:DESCRIPTION_LIMIT] + " [...]"
-    schema = _tame_schema(spec.input_schema)
+    schema = _tame_schema(spec.schema_for_model)
     if (size := len(json.dumps(schema))) > SCHEMA_LIMIT:
         text += f" [its input schema ({size} characters) was too large to send]"
         schema = {"type": "object", "additionalProperties": True}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mimetypes
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from agent.events import (
     ToolProgress,
 )
 from agent.tools.results import strip_marker
+from agent.ui.inline_image import MAX_INLINE_BYTES, InlineImage, Protocol, escape_sequences
 from agent.ui.layout import Indented
 from agent.ui.safe import clean, markdown
 
@@ -142,8 +144,11 @@ class EventRenderer:
         verbosity: int = NORMAL,
         stream_answer: bool,
         redact: Callable[[str], str] = str,
+        inline_images: Protocol | None = None,
     ) -> None:
         self.console = console
+        # The image protocol the terminal announced (agent/ui/inline_image.py), or None.
+        self.inline_images = inline_images
         # Masks the settings' secrets in what the traces show (tool output, errors, notices).
         self.redact = redact
         self.verbosity = verbosity
@@ -345,10 +350,26 @@ class EventRenderer:
         paths = [i.path for i in event.images if i.path]
         for path in paths[:IMAGE_PATHS_SHOWN]:
             self.console.print(Indented(Text(f"image saved: {path}", style="cyan")))
+            self._draw_image(path)
         if len(paths) > IMAGE_PATHS_SHOWN:
             folder = str(Path(paths[0]).parent)
             rest = len(paths) - IMAGE_PATHS_SHOWN
             self.console.print(Indented(Text(f"… {rest} more images in {folder}", style="dim")))
+
+    def _draw_image(self, path: str) -> None:
+        """The picture itself, where the terminal announced an image protocol."""
+        if self.inline_images is None:
+            return
+        try:
+            file = Path(path)
+            if file.stat().st_size > MAX_INLINE_BYTES:
+                return
+            data = file.read_bytes()
+        except OSError:
+            return  # the path above is still there to open
+        mime = mimetypes.guess_type(path)[0] or ""
+        if sequences := escape_sequences(self.inline_images, data, mime):
+            self.console.print(InlineImage(sequences))
 
     def _on_notice(self, event: Notice) -> None:
         if self.verbosity >= NORMAL or event.level == "warning":
