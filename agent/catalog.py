@@ -324,7 +324,7 @@ class Catalog:
         if not found:
             close = ", ".join(p.name for _, p in self.prompts[:20]) or "none"
             return f"no prompt named '{name}' (prompts: {close})"
-        servers = ", ".join(f"{s}:{bare}" for s, _ in found)
+        servers = ", ".join(sorted(f"{s}:{bare}" for s, _ in found))  # not connect order
         return f"'{name}' is offered by several servers; use one of {servers}"
 
     async def get_prompt(
