@@ -30,6 +30,7 @@ import hashlib
 import math
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,14 +162,34 @@ def part_tokens(part: Any) -> int:
     return image_tokens(found[1]) if found else MAX_IMAGE_TOKENS
 
 
-def bound_images(
-    messages: list[dict[str, Any]],
-    max_count: int = MAX_REQUEST_IMAGES,
-    max_bytes: int = MAX_REQUEST_IMAGE_BYTES,
+class ImageBudget:
+    """What one request may still carry: the newest images are counted first, so the
+    budget spent along a newest-first walk keeps the newest."""
+
+    def __init__(self, count: int = MAX_REQUEST_IMAGES, size: int = MAX_REQUEST_IMAGE_BYTES):
+        self.max_count, self.max_bytes = count, size
+        self.count = self.total = 0
+
+    def fits(self, size: int) -> bool:
+        return self.count < self.max_count and self.total + size <= self.max_bytes
+
+    def take(self, size: int) -> None:
+        self.count, self.total = self.count + 1, self.total + size
+
+    def note(self) -> dict[str, str]:
+        """The text part that stands where an image is left out."""
+        megabytes = f"{self.max_bytes / (1024 * 1024):g}"
+        return {
+            "type": "text",
+            "text": NOT_RESENT.format(count=self.max_count, megabytes=megabytes),
+        }
+
+
+def rewrite_newest_first(
+    messages: list[dict[str, Any]], rewrite: Callable[[Any], Any | None]
 ) -> list[dict[str, Any]]:
-    """The messages with image data kept for the newest images within the bounds only;
-    older image parts become a short text part. Unchanged messages are the same objects."""
-    count = total = 0
+    """Every part of every list-content message, newest first, through `rewrite` (a new
+    part, or None to keep it). Messages with no part changed are the same objects."""
     out = list(messages)
     for index in range(len(out) - 1, -1, -1):
         content = out[index].get("content")
@@ -176,19 +197,33 @@ def bound_images(
             continue
         parts, changed = list(content), False
         for at in range(len(parts) - 1, -1, -1):
-            found = part_data(parts[at])
-            if found is None:
-                continue
-            size = decoded_size(found[1])
-            if count < max_count and total + size <= max_bytes:
-                count, total = count + 1, total + size
-                continue
-            megabytes = f"{max_bytes / (1024 * 1024):g}"
-            note = NOT_RESENT.format(count=max_count, megabytes=megabytes)
-            parts[at], changed = {"type": "text", "text": note}, True
+            if (new := rewrite(parts[at])) is not None:
+                parts[at], changed = new, True
         if changed:
             out[index] = {**out[index], "content": parts}
     return out
+
+
+def bound_images(
+    messages: list[dict[str, Any]],
+    max_count: int = MAX_REQUEST_IMAGES,
+    max_bytes: int = MAX_REQUEST_IMAGE_BYTES,
+) -> list[dict[str, Any]]:
+    """The messages with image data kept for the newest images within the bounds only;
+    older image parts become a short text part. Unchanged messages are the same objects."""
+    budget = ImageBudget(max_count, max_bytes)
+
+    def over_budget(part: Any) -> dict[str, str] | None:
+        found = part_data(part)
+        if found is None:
+            return None
+        size = decoded_size(found[1])
+        if budget.fits(size):
+            budget.take(size)
+            return None
+        return budget.note()
+
+    return rewrite_newest_first(messages, over_budget)
 
 
 # -- the files

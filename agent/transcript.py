@@ -25,12 +25,11 @@ from typing import IO, Any
 
 from agent.errors import ConfigError
 from agent.images import (
-    MAX_REQUEST_IMAGE_BYTES,
-    MAX_REQUEST_IMAGES,
-    NOT_RESENT,
+    ImageBudget,
     ImageStore,
     human_size,
     part_data,
+    rewrite_newest_first,
 )
 from agent.memory import Message, estimate_tokens
 from agent.private import private_folder
@@ -244,31 +243,20 @@ def _lines_from_end(path: Path) -> Iterator[str]:
 def read_back_images(messages: list[Message], store: ImageStore) -> list[Message]:
     """Image files back into data parts, newest first, as many as one request may carry
     (agent.images); older ones, and files that are gone, become a note."""
-    count = total = 0
-    out = list(messages)
-    for index in range(len(out) - 1, -1, -1):
-        content = out[index].get("content")
-        if not isinstance(content, list):
-            continue
-        parts = list(content)
-        for at in range(len(parts) - 1, -1, -1):
-            part = parts[at]
-            if not (isinstance(part, dict) and part.get("type") == IMAGE_FILE):
-                continue
-            mime, name = str(part.get("mime_type")), str(part.get("file"))
-            size = _file_size(store.path_of(name))
-            data = None
-            if count < MAX_REQUEST_IMAGES and total + size <= MAX_REQUEST_IMAGE_BYTES:
-                data = store.load(name)
-            if data is None:
-                megabytes = f"{MAX_REQUEST_IMAGE_BYTES / (1024 * 1024):g}"
-                note = NOT_RESENT.format(count=MAX_REQUEST_IMAGES, megabytes=megabytes)
-                parts[at] = {"type": "text", "text": note}
-                continue
-            count, total = count + 1, total + size
-            parts[at] = {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
-        out[index] = {**out[index], "content": parts}
-    return out
+    budget = ImageBudget()
+
+    def read_back(part: Any) -> dict[str, Any] | None:
+        if not (isinstance(part, dict) and part.get("type") == IMAGE_FILE):
+            return None
+        mime, name = str(part.get("mime_type")), str(part.get("file"))
+        size = _file_size(store.path_of(name))
+        data = store.load(name) if budget.fits(size) else None
+        if data is None:
+            return budget.note()
+        budget.take(size)
+        return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
+
+    return rewrite_newest_first(messages, read_back)
 
 
 def _file_size(path: Path) -> int:
