@@ -46,15 +46,8 @@ def ending_signals_raise() -> Iterator[None]:
     def raise_ended(signum: int, frame: FrameType | None) -> None:
         raise SignalEnded(signum)
 
-    previous = {}
-    for signum in ENDING_SIGNALS:
-        with contextlib.suppress(ValueError, OSError):  # not the main thread: leave it
-            previous[signum] = signal.signal(signum, raise_ended)
-    try:
+    with _handled_by(ENDING_SIGNALS, raise_ended):
         yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
@@ -71,18 +64,30 @@ def signals_held() -> Iterator[None]:
     def hold(signum: int, frame: FrameType | None) -> None:
         caught.append(signum)
 
+    try:
+        with _handled_by((*ENDING_SIGNALS, signal.SIGINT), hold):
+            yield
+    finally:  # the previous handlers are back: each caught signal reaches them now
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def _handled_by(
+    signums: tuple[int, ...], handler: Callable[[int, FrameType | None], None]
+) -> Iterator[None]:
+    """`handler` for `signums` during the block, then the previous handlers again. Off the
+    main thread Python cannot set handlers: nothing changes there."""
     previous = {}
-    for signum in (*ENDING_SIGNALS, signal.SIGINT):
-        with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing held
-            previous[signum] = signal.signal(signum, hold)
+    for signum in signums:
+        with contextlib.suppress(ValueError, OSError):
+            previous[signum] = signal.signal(signum, handler)
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            if handler is not None:
-                signal.signal(signum, handler)
-        for signum in dict.fromkeys(caught):
-            signal.raise_signal(signum)
+        for signum, old in previous.items():
+            if old is not None:  # None: set outside Python, nothing to put back
+                signal.signal(signum, old)
 
 
 async def ended_by_signals(main: Callable[..., Awaitable[int]], *args: Any) -> int:
