@@ -9,12 +9,14 @@ FIFO the moment it runs, then sleeps (an `exec`ed sleep keeps the ignored signal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,13 +38,16 @@ def deaf_config(tmp_path: Path) -> Path:
     return config
 
 
-def test_a_config_error_after_the_start_kills_a_server_that_ignores_sigterm(
-    tmp_path: Path,
-) -> None:
+@contextlib.contextmanager
+def agent_on_a_deaf_server(
+    tmp_path: Path, args: list[str]
+) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """The agent started with the deaf server; yields it and the server's pid once the
+    server runs (the agent is still starting then). An agent still running is killed."""
     config = deaf_config(tmp_path)
     with ScriptedLLM() as llm:
         proc = subprocess.Popen(
-            [sys.executable, RUN_MCP, "--mcp-config", str(config), "--resume", "nope", "-p", "x"],
+            [sys.executable, RUN_MCP, "--mcp-config", str(config), *args],
             cwd=tmp_path,
             env=cli_env(tmp_path, llm.base_url, "sk-e2e"),
             stdin=subprocess.DEVNULL,
@@ -51,11 +56,17 @@ def test_a_config_error_after_the_start_kills_a_server_that_ignores_sigterm(
             text=True,
         )
         try:
-            pid = int(read_fifo(tmp_path / "ready.fifo"))
-            _, stderr = proc.communicate(timeout=60)
+            yield proc, int(read_fifo(tmp_path / "ready.fifo"))
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_a_config_error_after_the_start_kills_a_server_that_ignores_sigterm(
+    tmp_path: Path,
+) -> None:
+    with agent_on_a_deaf_server(tmp_path, ["--resume", "nope", "-p", "x"]) as (proc, pid):
+        _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 2, stderr
     assert "--resume" in stderr
     assert not alive(pid), "a server that ignores SIGTERM outlived a config error"
@@ -72,26 +83,11 @@ def test_a_config_error_after_the_start_kills_a_server_that_ignores_sigterm(
 def test_a_signal_while_starting_kills_a_server_that_ignores_sigterm(
     tmp_path: Path, signum: int, code: int, word: str
 ) -> None:
-    config = deaf_config(tmp_path)
-    with ScriptedLLM() as llm:
-        proc = subprocess.Popen(
-            [sys.executable, RUN_MCP, "--mcp-config", str(config), "-p", "x", "--output", "json"],
-            cwd=tmp_path,
-            env=cli_env(tmp_path, llm.base_url, "sk-e2e"),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            pid = int(read_fifo(tmp_path / "ready.fifo"))  # it runs: the agent is starting
-            proc.send_signal(signum)
-            started = time.monotonic()
-            stdout, stderr = proc.communicate(timeout=60)
-            took = time.monotonic() - started
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with agent_on_a_deaf_server(tmp_path, ["-p", "x", "--output", "json"]) as (proc, pid):
+        proc.send_signal(signum)
+        started = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - started
     assert proc.returncode == code, stderr
     assert word in stderr
     assert not alive(pid), "a server that ignores SIGTERM outlived the agent"
