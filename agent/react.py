@@ -34,7 +34,7 @@ from agent.events import (
     Usage,
 )
 from agent.hooks import NO_OUTCOME, HookOutcome, Hooks, ToolUse, with_context
-from agent.images import ImageStore
+from agent.images import ImageStore, SavedImage
 from agent.llm import ChatModel, Reply, ToolCall
 from agent.memory import Fitted, Memory, estimate_tokens
 from agent.telemetry import NO_SPAN, OFF, Span, Telemetry
@@ -749,9 +749,11 @@ class Agent:
             if refusal is None:
                 observation = await self._post_hooks(call, pre, observation, send)
             observation = self._note_repeats(call, observation)
-            observation, saved = await anyio.to_thread.run_sync(
-                save_images, self.image_store, observation
-            )
+            saved: tuple[SavedImage, ...] = ()
+            if observation.images:  # no thread hop (and no reordering) for the common case
+                observation, saved = await anyio.to_thread.run_sync(
+                    save_images, self.image_store, observation
+                )
             results[call.id] = observation
             await send.send(
                 ToolCallFinished(
