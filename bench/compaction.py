@@ -1,7 +1,7 @@
 """Tokens sent over a 20-turn scripted session, with compaction (the default, at 80% of the
 window) vs without (`compact_at = 0`: older messages are only trimmed).
 
-In process: the real loop and memory, the scripted model of the tests (tests/fake_model.py)
+In process: the real loop and memory, the scripted model of the tests (tests/support/fake_model.py)
 answering each turn after one tool call with a long result, in an 8,000-token window. The
 count is our estimate of every request's prompt (summarising requests included), the
 number a local model spends its prompt processing on.
@@ -18,7 +18,7 @@ from agent.llm import Reply, Usage
 from agent.memory import Memory, estimate_tokens
 from agent.react import Agent
 from bench.measures import Row
-from tests.fake_model import FakeModel, FakeTools, calls
+from tests.support.fake_model import FakeModel, FakeTools, calls
 
 TURNS = 20
 WINDOW = 8000

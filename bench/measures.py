@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from bench.timing import REPO_ROOT, ProcResult, TimedLLM, agent_env, median, run_timed
 from bench.worker import run_worker
-from tests.fake_llm import Turn, text, tool_calls
-from tests.servers import everything_stdio_command
+from tests.support.fake_llm import Turn, text, tool_calls
+from tests.support.servers import everything_stdio_command
 
 RUN_MCP = str(REPO_ROOT / "run_mcp.py")
 FAST_AGENT_DIR = REPO_ROOT / ".cache" / "bench-fast-agent"
@@ -307,10 +307,10 @@ def peak_memory(import_rss: float) -> list[Row]:
 
 
 def concurrency() -> list[Row]:
-    """8 read-only 1-second calls in one reply (tests/slow_server.py `wait`): the gap between
-    the model's two requests / 1 s. (Calls that may change state run one after another.)"""
+    """8 read-only 1-second calls in one reply (tests/support/slow_server.py `wait`): the gap
+    between the model's two requests / 1 s. (Calls that may change state run one after another.)"""
     calls = [("slow__wait", {"seconds": 1}) for _ in range(PARALLEL)]
-    server = ["--server-command", f"{sys.executable} {REPO_ROOT / 'tests' / 'slow_server.py'}"]
+    server = ["--server-command", f"{sys.executable} {REPO_ROOT / 'tests/support/slow_server.py'}"]
     with workdir("parallel") as tmp, TimedLLM(tool_calls(*calls), text("slept")) as llm:
         args = [*server, "--server-name", "slow", "-p", "sleep", "--yes", "--output", "json"]
         result = run_cli(args, llm, tmp)

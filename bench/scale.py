@@ -1,7 +1,7 @@
 """Scale and the edges of a run: many tools, many servers, start-up to the first model
 request and the tail after the answer. Each row's baseline is measured in the same run.
 
-The tool servers here are `tests/many_tools_server.py` (hand-written, starts in ~30 ms for
+The tool servers here are `tests/support/many_tools_server.py` (hand-written, starts in ~30 ms for
 any tool count) so the rows measure the client, and the bundled server where start-up is
 the point. The floor loop is `bench/floor_loop.py`: the smallest honest SDK + OpenAI loop.
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 from bench.measures import RUN_MCP, Row, run_cli, workdir
 from bench.timing import REPO_ROOT, TimedLLM, agent_env, median
 from bench.worker import run_worker
-from tests.fake_llm import text, tool_calls
+from tests.support.fake_llm import text, tool_calls
 
-MANY_SERVER = str(REPO_ROOT / "tests" / "many_tools_server.py")
+MANY_SERVER = str(REPO_ROOT / "tests" / "support" / "many_tools_server.py")
 FLOOR_LOOP = str(REPO_ROOT / "bench" / "floor_loop.py")
 SEARCH_TOOLS = 1000
 SEARCH_ROUNDS = 10

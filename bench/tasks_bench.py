@@ -2,7 +2,7 @@
 call, and what connecting to a 2026-07-28-only server costs over a legacy one.
 
 Both sides of each row run in this one process, alternating, against the same server code
-(tests/tasks_server.py, tests/modern_server.py over stdio), through the agent's own
+(tests/support/tasks_server.py, tests/support/modern_server.py over stdio), through the agent's own
 MCPServerConnection, so the ratio is the client's doing, not the machine's load.
 """
 
@@ -20,8 +20,8 @@ from agent.tools.tasks import TaskWatch
 from bench.measures import Row, workdir
 from bench.timing import REPO_ROOT, median
 
-TASKS_SERVER = str(REPO_ROOT / "tests" / "tasks_server.py")
-MODERN_SERVER = str(REPO_ROOT / "tests" / "modern_server.py")
+TASKS_SERVER = str(REPO_ROOT / "tests" / "support" / "tasks_server.py")
+MODERN_SERVER = str(REPO_ROOT / "tests" / "support" / "modern_server.py")
 TASK_SECONDS = 30.0  # the issue's "30 s task"
 POLL_MS = 1000  # the interval the server suggests (a realistic one; each poll is a request)
 

@@ -20,8 +20,8 @@ from starlette.routing import Route
 
 from bench.measures import RUN_MCP, Row, workdir
 from bench.timing import ProcResult, TimedLLM, agent_env, median, run_timed
-from tests.asgi_thread import serve
-from tests.fake_llm import text, tool_calls
+from tests.support.asgi_thread import serve
+from tests.support.fake_llm import text, tool_calls
 
 ROUNDS = 10  # tool rounds of the per-step runs
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from tests.fake_llm import ScriptedLLM
+from tests.support.fake_llm import ScriptedLLM
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 POLL_INTERVAL = 0.01  # seconds between /proc samples of a child's peak memory

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the pinned npm test servers into <repo>/.cache/npm (or $MCP_AGENT_NPM_PREFIX).
-# Idempotent and quiet on success: CI calls it every run, and tests/servers.py calls it
+# Idempotent and quiet on success: CI calls it every run, and tests/support/servers.py calls it
 # (under a file lock) when a developer runs pytest without having installed anything.
 set -euo pipefail
 
@@ -55,7 +55,7 @@ fi
 
 mkdir -p "$PREFIX"
 # Worktrees may share one prefix: two npm installs at once leave a tree with missing
-# packages, so installs take turns (tests/servers.py holds "$PREFIX.lock" around this
+# packages, so installs take turns (tests/support/servers.py holds "$PREFIX.lock" around this
 # script, hence another name here).
 exec 9>"$PREFIX.install.lock"
 flock 9

@@ -1,4 +1,4 @@
-"""Shared fixtures. Server start/stop logic lives in tests/servers.py so it can be imported."""
+"""Shared fixtures. Server start/stop logic lives in tests/support/servers.py (importable)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 # `.venv/bin/pytest` (unlike `python -m pytest`) does not put the repo root on sys.path, and
-# tests/ has no __init__.py; this makes `from tests.servers import ...` work either way.
+# tests/ has no __init__.py; this makes `from tests.support.servers import ...` work either way.
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.servers import everything_server
+from tests.support.servers import everything_server
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def anyio_backend() -> str:
 
 # Module scope: one node process per test module per xdist worker (each on its own free port),
 # instead of a ~0.3 s start per test; modules that need a pristine server can use
-# tests.servers.everything_server directly.
+# tests.support.servers.everything_server directly.
 @pytest.fixture(scope="module")
 def everything_http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Streamable-HTTP endpoint of a running server-everything, e.g. http://127.0.0.1:P/mcp."""

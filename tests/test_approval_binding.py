@@ -18,10 +18,10 @@ from agent.events import ToolCallFinished
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry, assign_names
-from tests.fake_model import FakeModel, answer, calls
-from tests.servers import settings_for, stdio
+from tests.support.fake_model import FakeModel, answer, calls
+from tests.support.servers import SUPPORT, settings_for, stdio
 
-TWIN = str(Path(__file__).parent / "twin_server.py")
+TWIN = str(SUPPORT / "twin_server.py")
 
 pytestmark = pytest.mark.anyio
 

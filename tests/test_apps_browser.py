@@ -31,10 +31,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.cli import RUN_MCP, cli_env
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import npm_server_js
-from tests.terminal import Terminal
+from tests.support.cli import RUN_MCP, cli_env
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import SUPPORT, npm_server_js
+from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.slow
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -311,7 +311,7 @@ def test_the_page_opens_with_the_browser_named_in_BROWSER(tmp_path: Path) -> Non
 
 
 def test_the_host_keeps_the_rules_a_page_cannot_bend(tmp_path: Path, browser: Any) -> None:
-    """A hand-written page (tests/apps_probe_server.py) asks for what it may and may not
+    """A hand-written page (tests/support/apps_probe_server.py) asks for what it may and may not
     have: a model-only tool is refused, an app-only read-only tool runs, its server's
     resource is read, and only the origin its metadata declares is reachable."""
     with live_origin() as declared, live_origin() as undeclared:
@@ -340,7 +340,7 @@ def test_the_host_keeps_the_rules_a_page_cannot_bend(tmp_path: Path, browser: An
     assert "probe__model_only" in names and not any("app_only" in n for n in names)
 
 
-PROBE = Path(__file__).parent / "apps_probe_server.py"
+PROBE = SUPPORT / "apps_probe_server.py"
 
 
 @contextlib.contextmanager

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import everything_stdio_command, npm_server_js
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import everything_stdio_command, npm_server_js
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,8 @@ import pytest
 
 from bench.measures import run_cli
 from bench.timing import ProcResult, TimedLLM
-from tests.fake_llm import text
-from tests.servers import REPO_ROOT
+from tests.support.fake_llm import text
+from tests.support.servers import REPO_ROOT
 
 MEASUREMENTS = {
     "startup",

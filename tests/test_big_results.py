@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.big_result_server import big_text
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, Turn, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.big_result_server import big_text
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls
+from tests.support.servers import SUPPORT
 
 MAX_OBSERVE = 20_000
 LINES = 20_000  # 2,000,000 characters
@@ -21,7 +21,7 @@ MIDDLE = 1_000_000
 def big_args(tmp_path: Path) -> list[str]:
     config = tmp_path / "config.toml"
     config.write_text(f"[agent]\nmax_observe = {MAX_OBSERVE}\n")
-    server = f"{sys.executable} {REPO_ROOT / 'tests' / 'big_result_server.py'}"
+    server = f"{sys.executable} {SUPPORT / 'big_result_server.py'}"
     return ["--config", str(config), "--server-command", server, "--server-name", "big"]
 
 

@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from agent.server.app import OUTPUT_CAP, build_server
 from agent.server.shell import run_bash
 from agent.server.workspace import Workspace
-from tests.servers import REPO_ROOT, bundled_server
+from tests.support.servers import REPO_ROOT, bundled_server
 
 pytestmark = pytest.mark.anyio
 

@@ -1,6 +1,6 @@
 """A tool call runs at most once, and only the transport says a connection is gone.
 
-Real servers: the hand-written stdio server in tests/raw_server.py (which counts the runs
+Real servers: the hand-written stdio server in tests/support/raw_server.py (which counts the runs
 of its tool in a file) and the bundled server over streamable HTTP, restarted on its port.
 """
 
@@ -16,12 +16,12 @@ import pytest
 from agent.config import ServerConfig
 from agent.tools.base import MAX_RESTARTS
 from agent.tools.registry import ToolRegistry
-from tests.servers import free_port, settings_for, stdio
+from tests.support.servers import SUPPORT, free_port, settings_for, stdio
 from tests.test_faults import http_server_on
 
 pytestmark = pytest.mark.anyio
 
-RAW_SERVER = str(Path(__file__).parent / "raw_server.py")
+RAW_SERVER = str(SUPPORT / "raw_server.py")
 
 
 def raw(mode: str, runs: Path, **kw: object) -> ServerConfig:

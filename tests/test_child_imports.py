@@ -12,9 +12,9 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import REPO_ROOT
 
 
 def _plant(workdir: Path, marker: Path) -> None:

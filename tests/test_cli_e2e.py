@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli import RUN_MCP, cli_env, run_cli
-from tests.fake_llm import ScriptedLLM, error, text, tool_calls
-from tests.servers import everything_stdio_command, free_port, time_server_command
+from tests.support.cli import RUN_MCP, cli_env, run_cli
+from tests.support.fake_llm import ScriptedLLM, error, text, tool_calls
+from tests.support.servers import SUPPORT, everything_stdio_command, free_port, time_server_command
 
 
 @pytest.fixture
@@ -114,8 +114,8 @@ def test_bundled_server_is_the_default(tmp_path: Path) -> None:
 
 
 def slow_spans(tmp_path: Path, tool: str) -> tuple[list[tuple[float, float]], Any]:
-    """Two 1-second calls of `tool` in one reply (tests/slow_server.py): (start, end) each."""
-    server = f"{sys.executable} {Path(__file__).parent / 'slow_server.py'}"
+    """Two 1-second calls of `tool` in one reply (support/slow_server.py): (start, end) each."""
+    server = f"{sys.executable} {SUPPORT / 'slow_server.py'}"
     call = (f"slow__{tool}", {"seconds": 1})
     with ScriptedLLM(tool_calls(call, call), text("both done")) as llm:
         args = ["--server-command", server, "--server-name", "slow"]

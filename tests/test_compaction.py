@@ -21,10 +21,10 @@ from agent.llm import Reply, Usage
 from agent.memory import Memory, estimate_tokens
 from agent.react import Agent
 from agent.transcript import load
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, Turn, text, tool_calls
-from tests.fake_model import FakeModel, FakeTools
-from tests.servers import time_server_command
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls
+from tests.support.fake_model import FakeModel, FakeTools
+from tests.support.servers import time_server_command
 
 LONG = "The answer, at length. " * 90  # ~2,000 characters
 

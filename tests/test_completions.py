@@ -23,8 +23,8 @@ from agent.tools.registry import ToolRegistry
 from agent.ui.input import ReplCompleter, prompt_session
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl
-from tests.fake_model import FakeModel
-from tests.servers import everything_stdio_command
+from tests.support.fake_model import FakeModel
+from tests.support.servers import everything_stdio_command
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from agent.config import (
     server_env,
 )
 from agent.errors import ConfigError
-from tests.servers import REPO_ROOT
+from tests.support.servers import REPO_ROOT
 
 
 def write_json(tmp_path: Path, doc: Any) -> Path:

@@ -10,9 +10,9 @@ import pytest
 
 from agent.config import build_settings
 from agent.errors import ConfigError
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text
-from tests.servers import time_server_command
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text
+from tests.support.servers import time_server_command
 
 
 def write(path: Path, doc: object) -> Path:

@@ -13,11 +13,11 @@ import pytest
 
 from agent.config import parse_server
 from agent.errors import ConfigError
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text
-from tests.servers import REPO_ROOT
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text
+from tests.support.servers import SUPPORT
 
-TWIN_SERVER = str(REPO_ROOT / "tests" / "twin_server.py")
+TWIN_SERVER = str(SUPPORT / "twin_server.py")
 
 
 @pytest.mark.parametrize(

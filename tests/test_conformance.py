@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import REPO_ROOT, everything_js
+from tests.support.servers import REPO_ROOT, everything_js
 
 pytestmark = pytest.mark.slow
 CLIENT = REPO_ROOT / "tests" / "conformance" / "client.py"

@@ -9,8 +9,8 @@ from pathlib import Path
 from agent.config import ModelPrice
 from agent.llm import Usage
 from agent.prices import PriceTable
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, Turn, text, tool_calls
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls
 
 
 def spent(prompt: int, completion: int, cached: int = 0) -> Turn:

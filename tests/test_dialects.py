@@ -12,12 +12,12 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.cli import RUN_MCP, cli_env, run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.cli import RUN_MCP, cli_env, run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import SUPPORT
 
-ENV_SERVER = str(REPO_ROOT / "tests" / "env_server.py")
-TWIN_SERVER = str(REPO_ROOT / "tests" / "twin_server.py")
+ENV_SERVER = str(SUPPORT / "env_server.py")
+TWIN_SERVER = str(SUPPORT / "twin_server.py")
 ANSWER = "typed-at-the-terminal-7f3a"
 
 

@@ -37,9 +37,10 @@ from agent.memory import Memory
 from agent.tools.base import MAX_RESTARTS, ToolSpec
 from agent.tools.registry import ToolRegistry, openai_tool
 from agent.tools.results import strip_marker, to_observation
-from tests.servers import (
+from tests.support.servers import (
     HOST,
     REPO_ROOT,
+    SUPPORT,
     everything_js,
     fault_server_command,
     free_port,
@@ -328,7 +329,7 @@ async def test_frozen_http_server_never_holds_a_call_beyond_timeout_plus_one(
                 await assert_frozen_calls_time_out(registry, "net__get_current_time", pid, 2)
 
 
-RAW_SERVER = str(Path(__file__).parent / "raw_server.py")
+RAW_SERVER = str(SUPPORT / "raw_server.py")
 
 
 async def test_a_reply_that_is_not_utf8_does_not_stall_the_connection(tmp_path: Path) -> None:

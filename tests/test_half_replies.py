@@ -1,7 +1,7 @@
 """Half a model reply is never an answer, half a tool call never runs, and no reply takes
 longer than `request_deadline`.
 
-The real `openai` client against the scripted server (tests/fake_llm.py), which cuts its
+The real `openai` client against the scripted server (tests/support/fake_llm.py), which cuts its
 streams cleanly (no finish_reason, no [DONE]) at a chosen chunk, stops at `length`, or
 never ends; then `run_mcp.py -p` as a user runs it, with the bundled server.
 """
@@ -17,8 +17,8 @@ import pytest
 
 from agent.errors import ModelError
 from agent.llm import OpenAIModel, Reply, RetryNotice, ToolCall, warm_model_imports
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, Turn, cut, forever, text, tool_calls
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, Turn, cut, forever, text, tool_calls
 
 USER = [{"role": "user", "content": "hi"}]
 TOOL = {"type": "function", "function": {"name": "t__x", "parameters": {"type": "object"}}}

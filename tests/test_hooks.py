@@ -17,8 +17,8 @@ import pytest
 from agent.hook_files import Hook, HookSet, load_hooks
 from agent.hooks import Hooks
 from agent.trust import decide, describe
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 
 def hook_script(tmp_path: Path, name: str, body: str) -> str:
@@ -30,7 +30,7 @@ def hook_script(tmp_path: Path, name: str, body: str) -> str:
 
 
 def user_hooks(tmp_path: Path, hooks: dict[str, Any]) -> Path:
-    """Write the user-level hooks.json the CLI (tests.cli sets XDG_CONFIG_HOME) reads."""
+    """Write the user-level hooks.json the CLI (tests.support.cli sets XDG_CONFIG_HOME) reads."""
     path = tmp_path / "xdg-config" / "mcp-agent" / "hooks.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"hooks": hooks}), encoding="utf-8")

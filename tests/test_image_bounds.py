@@ -27,11 +27,11 @@ from agent.memory import Memory
 from agent.tools.results import Image
 from agent.transcript import Transcript, load
 from agent.vision import image_message
-from tests.cli import cli_env
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.cli import cli_env
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import SUPPORT
 
-IMAGE_SERVER = REPO_ROOT / "tests" / "image_server.py"
+IMAGE_SERVER = SUPPORT / "image_server.py"
 MB = 1024 * 1024
 # What a request may weigh: the image data bound in base64, plus room for the text.
 REQUEST_BOUND = MAX_REQUEST_IMAGE_BYTES * 4 // 3 + 1 * MB

@@ -16,11 +16,11 @@ from agent.events import ToolCallFinished
 from agent.images import SavedImage
 from agent.ui.inline_image import MAX_INLINE_BYTES, escape_sequences, inline_protocol
 from agent.ui.render import EventRenderer
-from tests.cli import RUN_MCP, cli_env
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.cli import RUN_MCP, cli_env
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import SUPPORT
 
-IMAGE_SERVER = REPO_ROOT / "tests" / "image_server.py"
+IMAGE_SERVER = SUPPORT / "image_server.py"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40  # 10 KB: several kitty chunks
 
 

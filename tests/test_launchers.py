@@ -13,11 +13,11 @@ import pytest
 
 from agent.config import ServerConfig
 from agent.tools.launchers import LAUNCHER_CONNECT_TIMEOUT, connect_timeout, installing_launcher
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import SUPPORT
 
-ENV_SERVER = REPO_ROOT / "tests" / "env_server.py"
+ENV_SERVER = SUPPORT / "env_server.py"
 
 
 def fake_launcher(tmp_path: Path, body: str) -> Path:

@@ -19,10 +19,10 @@ from agent.events import ToolCallFinished
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
-from tests.fake_model import FakeModel, answer, calls
-from tests.servers import settings_for, stdio
+from tests.support.fake_model import FakeModel, answer, calls
+from tests.support.servers import SUPPORT, settings_for, stdio
 
-DYNAMIC = (sys.executable, [str(Path(__file__).parent / "dynamic_server.py")])
+DYNAMIC = (sys.executable, [str(SUPPORT / "dynamic_server.py")])
 MODES = ["legacy", "auto"]  # 2025-11-25 handshake; 2026-07-28 (subscriptions/listen)
 
 pytestmark = pytest.mark.anyio
@@ -106,9 +106,7 @@ async def test_a_server_too_slow_to_list_keeps_what_it_listed_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("agent.catalog.LIST_TIMEOUT", 0.5)
-    raw = stdio(
-        "raw", (sys.executable, [str(Path(__file__).parent / "raw_server.py"), "slowprompts"])
-    )
+    raw = stdio("raw", (sys.executable, [str(SUPPORT / "raw_server.py"), "slowprompts"]))
     async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
         with anyio.fail_after(30):
             assert await registry.connect_all() == []
@@ -123,7 +121,7 @@ async def test_a_server_too_slow_to_list_keeps_what_it_listed_before(
 async def test_a_server_that_never_answers_its_relisting_stalls_one_step_only(
     tmp_path: Path,
 ) -> None:
-    raw_server = str(Path(__file__).parent / "raw_server.py")
+    raw_server = str(SUPPORT / "raw_server.py")
     raw = stdio("raw", (sys.executable, [raw_server, "stuckrelist"]), timeout=30)
     async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
         with anyio.fail_after(30):

@@ -13,8 +13,8 @@ import pytest
 
 from agent.errors import ContextOverflowError, ModelError
 from agent.llm import OpenAIModel, Reply, RetryNotice, ToolCall, ToolCallAccumulator, Usage
-from tests.fake_llm import ScriptedLLM, delayed, drop, error, garbage, text, tool_calls
-from tests.servers import free_port
+from tests.support.fake_llm import ScriptedLLM, delayed, drop, error, garbage, text, tool_calls
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -34,9 +34,9 @@ from agent.session import RunRecord, make_model
 from agent.tools.base import ToolSpec
 from agent.tools.registry import openai_tool
 from agent.ui.render import NORMAL, QUIET, EventRenderer
-from tests.asgi_thread import serve
-from tests.cli import run_cli
-from tests.fake_llm import (
+from tests.support.asgi_thread import serve
+from tests.support.cli import run_cli
+from tests.support.fake_llm import (
     ScriptedLLM,
     Turn,
     delayed,
@@ -45,8 +45,8 @@ from tests.fake_llm import (
     stream_error,
     text,
 )
-from tests.fake_model import FakeModel, FakeTools, answer, calls
-from tests.servers import free_port, time_server_command
+from tests.support.fake_model import FakeModel, FakeTools, answer, calls
+from tests.support.servers import free_port, time_server_command
 
 USER = [{"role": "user", "content": "hi"}]
 TOOL = {"type": "function", "function": {"name": "t__x", "parameters": {"type": "object"}}}

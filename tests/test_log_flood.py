@@ -14,7 +14,7 @@ from rich.console import Console
 from agent.config import ServerConfig, Settings
 from agent.tools.registry import ToolRegistry
 from agent.ui.render import LOG_BATCH, LogLines
-from tests.servers import REPO_ROOT
+from tests.support.servers import REPO_ROOT
 
 pytestmark = pytest.mark.anyio
 FLOOD = str(REPO_ROOT / "bench" / "flood_server.py")

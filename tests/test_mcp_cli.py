@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 from agent.config import load_mcp_config
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text
-from tests.servers import REPO_ROOT, time_server_command
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text
+from tests.support.servers import SUPPORT, time_server_command
 
-TWIN_SERVER = str(REPO_ROOT / "tests" / "twin_server.py")
+TWIN_SERVER = str(SUPPORT / "twin_server.py")
 ENV_SECRET = "env-secret-5d1c9e"
 HEADER_SECRET = "hdr-secret-88a2f0"
 

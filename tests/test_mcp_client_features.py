@@ -40,9 +40,9 @@ from agent.tools.results import strip_marker
 from agent.ui.input import prompt_session
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl
-from tests.fake_llm import ScriptedLLM, delayed, text
-from tests.fake_model import FakeModel, answer, calls
-from tests.servers import everything_stdio_command
+from tests.support.fake_llm import ScriptedLLM, delayed, text
+from tests.support.fake_model import FakeModel, answer, calls
+from tests.support.servers import everything_stdio_command
 
 pytestmark = pytest.mark.anyio
 

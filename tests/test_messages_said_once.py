@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 NOT_HTTP = 'needs --connection sse or "type": "sse"'
 NOT_SSE = "needs --connection http"
@@ -83,7 +83,7 @@ def test_servers_says_needs_login_only_for_a_server_that_answered_401(
 
 
 def test_a_form_declined_in_a_single_shot_run_is_said_on_stderr(tmp_path: Path) -> None:
-    from tests.servers import everything_stdio_command
+    from tests.support.servers import everything_stdio_command
 
     command, args = everything_stdio_command()
     script = [tool_calls(("main__trigger-elicitation-request", {})), text("declined")]
@@ -99,7 +99,7 @@ def test_a_form_declined_in_a_single_shot_run_is_said_on_stderr(tmp_path: Path) 
 
 
 def test_a_slash_prompt_two_servers_offer_names_both(tmp_path: Path) -> None:
-    from tests.servers import everything_stdio_command
+    from tests.support.servers import everything_stdio_command
 
     command, args = everything_stdio_command()
     servers = {name: {"command": command, "args": args} for name in ("alpha", "beta")}

@@ -17,7 +17,7 @@ from agent.auth.store import FileTokenStorage, canonical_url, token_file
 from agent.config import OAuthConfig, ServerConfig, Settings
 from agent.errors import ConfigError, LoginNeededError, ToolServerError
 from agent.tools.mcp import MCPServerConnection
-from tests.oauth_server import serve_protected
+from tests.support.oauth_server import serve_protected
 
 pytestmark = pytest.mark.anyio
 
@@ -240,7 +240,7 @@ def _token(expires_in: int) -> Any:
 
 async def test_repl_login_and_logout_reconnect_and_drop_the_server(tmp_path: Path) -> None:
     from agent.tools.registry import ToolRegistry
-    from tests.fake_model import FakeModel
+    from tests.support.fake_model import FakeModel
     from tests.test_repl import drive
 
     with serve_protected() as (url, authority):

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.oauth_server import serve_protected
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.oauth_server import serve_protected
+from tests.support.servers import SUPPORT
 
 pytestmark = pytest.mark.slow
-BROWSER = f"{sys.executable} {Path(__file__).with_name('follow_browser.py')} %s"
+BROWSER = f"{sys.executable} {SUPPORT / 'follow_browser.py'} %s"
 HOW = "needs a login: run `run_mcp.py --login vault` at a terminal"
 
 

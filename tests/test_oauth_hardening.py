@@ -17,12 +17,13 @@ from agent.auth.login import LoginHost
 from agent.config import OAuthConfig, ServerConfig
 from agent.errors import ToolServerError
 from agent.tools.mcp import MCPServerConnection
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.oauth_server import serve_protected
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.oauth_server import serve_protected
+from tests.support.servers import SUPPORT
 
 pytestmark = pytest.mark.slow
-FOLLOW = f"{sys.executable} {Path(__file__).with_name('follow_browser.py')} %s"
+FOLLOW = f"{sys.executable} {SUPPORT / 'follow_browser.py'} %s"
 ELSEWHERE = "http://login.example.com"
 
 

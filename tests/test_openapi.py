@@ -9,7 +9,7 @@ import pytest
 
 from agent.config import ServerConfig, Settings
 from agent.tools.registry import ToolRegistry
-from tests.servers import mcpo_time_server
+from tests.support.servers import mcpo_time_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

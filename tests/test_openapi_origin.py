@@ -23,7 +23,7 @@ from starlette.routing import Route
 from agent.config import ServerConfig, Settings
 from agent.tools.openapi import DOCUMENT_NODES, SCHEMA_NODES
 from agent.tools.registry import ToolRegistry
-from tests.asgi_thread import serve
+from tests.support.asgi_thread import serve
 
 pytestmark = pytest.mark.anyio
 KEY = "origin-bound-key-42"

@@ -27,7 +27,7 @@ from agent.config import ServerConfig, Settings
 from agent.redact import Redactor
 from agent.tools.openapi import resolve_refs
 from agent.tools.registry import ToolRegistry
-from tests.asgi_thread import serve
+from tests.support.asgi_thread import serve
 
 pytestmark = pytest.mark.anyio
 

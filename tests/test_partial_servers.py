@@ -14,9 +14,9 @@ import pytest
 
 from agent.catalog import Catalog
 from agent.tools.registry import ToolRegistry
-from tests.servers import settings_for, stdio
+from tests.support.servers import SUPPORT, settings_for, stdio
 
-RAW = (sys.executable, [str(Path(__file__).parent / "raw_server.py"), "partial"])
+RAW = (sys.executable, [str(SUPPORT / "raw_server.py"), "partial"])
 
 pytestmark = pytest.mark.anyio
 

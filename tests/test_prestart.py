@@ -11,10 +11,10 @@ import pytest
 
 from agent.tools.prestart import prestart
 from agent.tools.registry import ToolRegistry
-from tests.servers import settings_for, stdio
+from tests.support.servers import SUPPORT, settings_for, stdio
 
 pytestmark = pytest.mark.anyio
-MANY_SERVER = str(Path(__file__).parent / "many_tools_server.py")
+MANY_SERVER = str(SUPPORT / "many_tools_server.py")
 
 
 async def test_the_connection_adopts_the_prestarted_server(tmp_path: Path) -> None:

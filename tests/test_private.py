@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import REPO_ROOT
 
 NOBODY = 65534
 PROBE = """

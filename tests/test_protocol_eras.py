@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from agent.tools.extensions import declared_names
-from tests import modern_server
-from tests.asgi_thread import serve
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support import modern_server
+from tests.support.asgi_thread import serve
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 MODERN_SCRIPT = str(Path(modern_server.__file__))
 

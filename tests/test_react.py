@@ -21,7 +21,7 @@ from agent.events import (
 from agent.llm import Reply, ToolCall, Usage
 from agent.memory import Memory
 from agent.react import Agent
-from tests.fake_model import FakeModel, FakeTools, answer, calls, sleep_then
+from tests.support.fake_model import FakeModel, FakeTools, answer, calls, sleep_then
 
 pytestmark = pytest.mark.anyio
 

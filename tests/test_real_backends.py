@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import free_port, npm_prefix
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import free_port, npm_prefix
 
 pytestmark = pytest.mark.slow
 

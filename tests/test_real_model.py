@@ -3,7 +3,8 @@
 These check the agent's behaviour (exit codes, what is sent and accepted, trimming, usage),
 never the model's wording: a 135M model says odd things, but greedy decoding (temperature 0)
 makes it say the same odd things every run. One server per test module and worker
-(tests/local_model.py); CI installs it, elsewhere these skip until scripts/install_llama.sh ran.
+(tests/support/local_model.py); CI installs it, elsewhere these skip until
+scripts/install_llama.sh ran.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from agent.llm import OpenAIModel, Reply, RetryNotice
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
-from tests.cli import run_cli
-from tests.local_model import N_CTX, PLAIN, TOOLS, llama_server
-from tests.servers import stdio, time_server_command
+from tests.support.cli import run_cli
+from tests.support.local_model import N_CTX, PLAIN, TOOLS, llama_server
+from tests.support.servers import stdio, time_server_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

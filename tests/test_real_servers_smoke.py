@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 
-from tests.servers import (
+from tests.support.servers import (
     ServerStartError,
     everything_stdio_command,
     free_port,

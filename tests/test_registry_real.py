@@ -15,8 +15,9 @@ from starlette.routing import Route
 
 from agent.config import ServerConfig
 from agent.tools.registry import ToolRegistry
-from tests.asgi_thread import serve
-from tests.servers import (
+from tests.support.asgi_thread import serve
+from tests.support.servers import (
+    SUPPORT,
     everything_stdio_command,
     free_port,
     settings_for,
@@ -197,7 +198,7 @@ async def test_list_changed_burst_causes_one_refresh(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_tool_added_at_runtime_appears_on_both_protocols(tmp_path: Path, mode: str) -> None:
     """Legacy sessions get notifications/tools/list_changed; 2026-07-28 ones are subscribed."""
-    dynamic = (sys.executable, [str(Path(__file__).parent / "dynamic_server.py")])
+    dynamic = (sys.executable, [str(SUPPORT / "dynamic_server.py")])
     settings = settings_for(tmp_path, stdio("dyn", dynamic, mode=mode))
     with anyio.fail_after(30):
         async with ToolRegistry(settings) as registry:

@@ -24,8 +24,8 @@ from agent.transcript import Transcript, load
 from agent.ui.input import ReplCompleter, prompt_session
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl
-from tests.fake_model import FakeModel, answer, calls
-from tests.servers import time_server_command
+from tests.support.fake_model import FakeModel, answer, calls
+from tests.support.servers import time_server_command
 
 pytestmark = pytest.mark.anyio
 

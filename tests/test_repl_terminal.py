@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
-from tests.terminal import Terminal
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import REPO_ROOT
+from tests.support.terminal import Terminal
 
 # CI installs tmux (.ci/run); elsewhere a machine without it skips these, but CI never does.
 pytestmark = pytest.mark.skipif(

@@ -17,10 +17,11 @@ from agent.llm import OpenAIModel
 from agent.server_requests import SamplingRequest, ServerRequests
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
-from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import SUPPORT
 
 pytestmark = pytest.mark.anyio
-SERVER = str(Path(__file__).with_name("sampling_server.py"))
+SERVER = str(SUPPORT / "sampling_server.py")
 
 
 async def test_the_servers_tools_reach_our_model_and_tool_use_goes_back(tmp_path: Path) -> None:

@@ -17,12 +17,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from agent.tools.mcp import _WholeLines
 from agent.tools.registry import ToolRegistry
 from agent.tools.toolcap import cut_tool_list
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import fault_server_command, settings_for, stdio
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import SUPPORT, fault_server_command, settings_for, stdio
 from tests.test_faults import running
 
-MANY_SERVER = str(Path(__file__).parent / "many_tools_server.py")
+MANY_SERVER = str(SUPPORT / "many_tools_server.py")
 
 
 def many(count: int, page: int | None = None, **kw: object) -> object:

@@ -14,8 +14,8 @@ from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.simplify import refused_tool, simplified
-from tests.fake_llm import ScriptedLLM, Turn, error, text
-from tests.fake_model import FakeTools
+from tests.support.fake_llm import ScriptedLLM, Turn, error, text
+from tests.support.fake_model import FakeTools
 
 pytestmark = pytest.mark.anyio
 

@@ -20,10 +20,10 @@ from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, load
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, error, text, tool_calls
-from tests.servers import REPO_ROOT, free_port
-from tests.terminal import Terminal
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, error, text, tool_calls
+from tests.support.servers import REPO_ROOT, free_port
+from tests.support.terminal import Terminal
 from tests.test_repl_terminal import PROMPT, agent_env
 
 API_KEY = "sk-test-SECRET-123"

@@ -1,7 +1,7 @@
 """Server Cards (SEP-2127) through the CLI: `--server-url http://127.0.0.1:PORT` with no path
 reads the host's card, connects to the endpoint it names, and /servers shows the card.
 
-The host is tests/modern_server.py's streamable HTTP app with a `/.well-known/` route in
+The host is tests/support/modern_server.py's streamable HTTP app with a `/.well-known/` route in
 front of it (the card, or the catalog form pointing at a card); the card's endpoint is
 built from the request, so the card is right for whatever port the test got.
 """
@@ -16,10 +16,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tests import modern_server
-from tests.asgi_thread import serve
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support import modern_server
+from tests.support.asgi_thread import serve
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 Card = Callable[[str], dict[str, Any]]
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from tests.cli import RUN_MCP, cli_env
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.cli import RUN_MCP, cli_env
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import REPO_ROOT, SUPPORT
 
-ENV_SERVER = str(REPO_ROOT / "tests" / "env_server.py")
+ENV_SERVER = str(SUPPORT / "env_server.py")
 LAUNCHER_SETTINGS = {
     "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
     "SSL_CERT_DIR": "/etc/ssl/certs",

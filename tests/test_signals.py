@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import RUN_MCP, cli_env
-from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.cli import RUN_MCP, cli_env
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 # The tool writes "<server pid> <its own pid>" into the FIFO, then becomes a long sleep.
 BUSY = "echo $PPID $$ > ready.fifo; exec sleep 300"

@@ -1,6 +1,6 @@
 """Skills through the CLI and the REPL, as a user has them: folders with a SKILL.md in the
 user-level config folder (and a trusted project's), and skills an MCP server publishes with
-the `io.modelcontextprotocol/skills` extension (tests/skills_server.py).
+the `io.modelcontextprotocol/skills` extension (tests/support/skills_server.py).
 
 What counts is what the scripted model received: the index (name + one line) in the first
 request, the full text only after the model (or /skill) asked for it, and a tampered
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.skill_files import split_front_matter
-from tests import skills_server
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support import skills_server
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 BODY = "PDF-SKILL-BODY: split with qpdf, never with ghostscript"
 REFERENCE = "PDF-REFERENCE-TEXT: page ranges are 1-based"
@@ -44,7 +44,7 @@ def write_skill(root: Path, name: str, description: str, body: str) -> Path:
 
 
 def user_skills(workdir: Path) -> Path:
-    """The user-level skills folder tests.cli points XDG_CONFIG_HOME at."""
+    """The user-level skills folder tests.support.cli points XDG_CONFIG_HOME at."""
     return workdir / "xdg-config" / "mcp-agent" / "skills"
 
 

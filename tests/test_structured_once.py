@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import npm_server_js
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import npm_server_js
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """Tool calls that run as tasks, through the CLI as a user runs them.
 
 Both forms: the 2026-07-28 extension `io.modelcontextprotocol/tasks` against our
-spec-faithful test server (tests/tasks_server.py: the server answers with a task handle),
+spec-faithful test server (tests/support/tasks_server.py: the server answers with a task handle),
 and the 2025-11-25 form against server-everything's `simulate-research-query` (the tool
 requires a task). What counts is what the scripted model receives, what the JSON output
 says and what the server saw (its state folder).
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from agent.tools.mcp_tasks import send_raw
-from tests import tasks_server
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import everything_stdio_command
-from tests.terminal import Terminal
+from tests.support import tasks_server
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import everything_stdio_command
+from tests.support.terminal import Terminal
 from tests.test_repl_terminal import PROMPT, start, terminals, workspace  # noqa: F401
 
 TASKS_SCRIPT = str(Path(tasks_server.__file__))

@@ -23,12 +23,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.asgi_thread import serve
-from tests.cli import cli_env, run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import REPO_ROOT
+from tests.support.asgi_thread import serve
+from tests.support.cli import cli_env, run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import SUPPORT
 
-TRACE_SERVER = f"{sys.executable} {REPO_ROOT / 'tests' / 'trace_server.py'}"
+TRACE_SERVER = f"{sys.executable} {SUPPORT / 'trace_server.py'}"
 
 
 class Receiver:

@@ -14,8 +14,8 @@ from agent.events import ToolCallFinished
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
-from tests.fake_model import FakeModel, answer, calls
-from tests.servers import everything_stdio_command
+from tests.support.fake_model import FakeModel, answer, calls
+from tests.support.servers import everything_stdio_command
 
 pytestmark = pytest.mark.anyio
 

@@ -24,8 +24,8 @@ from agent.events import (
 from agent.redact import MASK, Redactor
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole, clean
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, error, text, tool_calls
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, error, text, tool_calls
 
 ESCAPES = "\x1b[31mRED\x1b[0m \x1b[2J \x1b]0;PWNED\x07 \u202eevil"
 KEY = "sk-test-terminal-0123456789"

@@ -20,10 +20,10 @@ from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import Agent
 from agent.textcalls import StreamGate, parse
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, error, text
-from tests.fake_model import FakeModel, FakeTools, answer
-from tests.servers import time_server_command
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, error, text
+from tests.support.fake_model import FakeModel, FakeTools, answer
+from tests.support.servers import time_server_command
 
 TOKYO = {"timezone": "Asia/Tokyo"}
 CALL = {"name": "time__get_current_time", "arguments": TOKYO}

@@ -19,7 +19,7 @@ import pytest
 from agent.catalog import Catalog
 from agent.config import build_settings
 from agent.tools.registry import ToolRegistry
-from tests.servers import npm_server_js, sqlite_server_bin
+from tests.support.servers import npm_server_js, sqlite_server_bin
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

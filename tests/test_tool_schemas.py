@@ -6,14 +6,15 @@ import json
 import sys
 from pathlib import Path
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text
+from tests.support.servers import SUPPORT
 
 
 def test_local_refs_are_inlined_and_a_cycle_or_a_bomb_skips_that_tool(tmp_path: Path) -> None:
     """`place_order` reaches the model with its `$ref`s expanded and no `$defs`; `tree`
     (a cycle) and `bomb` (2**20 nodes) are skipped, each named in a warning."""
-    command = f"{sys.executable} {Path(__file__).parent / 'raw_server.py'} refs"
+    command = f"{sys.executable} {SUPPORT / 'raw_server.py'} refs"
     args = ["--server-command", command, "--server-name", "refs", "-p", "hi"]
     with ScriptedLLM(text("ok")) as llm:
         proc = run_cli(args, tmp_path, base_url=llm.base_url)

@@ -19,13 +19,13 @@ from agent.react import Agent
 from agent.tools.base import ToolSpec
 from agent.tools.registry import ToolRegistry
 from agent.tools.search import FIND_TOOLS, SearchBudget, ToolIndex, ToolSearch, terms
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.fake_model import FakeModel, FakeTools, answer, calls
-from tests.servers import settings_for, stdio
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.fake_model import FakeModel, FakeTools, answer, calls
+from tests.support.servers import SUPPORT, settings_for, stdio
 from tests.test_repl import drive
 
-MANY_SERVER = str(Path(__file__).parent / "many_tools_server.py")
+MANY_SERVER = str(SUPPORT / "many_tools_server.py")
 KLINGON = "many__translate_klingon"
 
 

@@ -19,10 +19,10 @@ from agent import saved_approvals
 from agent.approval import ApprovalPolicy, ApprovalRequest
 from agent.config import build_settings
 from agent.tools.registry import ToolRegistry
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.fake_model import FakeModel, answer, calls
-from tests.servers import time_server_command
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.fake_model import FakeModel, answer, calls
+from tests.support.servers import time_server_command
 from tests.test_repl import drive
 
 pytestmark = pytest.mark.anyio

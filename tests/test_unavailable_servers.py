@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.cli import run_cli
-from tests.fake_llm import ScriptedLLM, text
-from tests.servers import free_port, time_server_command
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, text
+from tests.support.servers import free_port, time_server_command
 
 MISSING = "/nonexistent/mcp-server-binary"
 

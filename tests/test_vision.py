@@ -19,8 +19,8 @@ from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
 from agent.vision import REJECTED_NOTICE, Vision
-from tests.fake_llm import ScriptedLLM, text, tool_calls
-from tests.servers import everything_stdio_command
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import everything_stdio_command
 
 pytestmark = pytest.mark.anyio
 TINY = ("main__get-tiny-image", {})

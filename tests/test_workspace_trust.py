@@ -28,9 +28,9 @@ from agent.errors import ConfigError
 from agent.trust import STORE_NAME, decide, describe, hint
 from agent.trust_cli import settle
 from agent.ui.trust_question import ask_trust
-from tests.cli import RUN_MCP, run_cli
-from tests.fake_llm import ScriptedLLM, text
-from tests.terminal import Terminal
+from tests.support.cli import RUN_MCP, run_cli
+from tests.support.fake_llm import ScriptedLLM, text
+from tests.support.terminal import Terminal
 
 KEY = "sk-user-secret-key"
 TOKEN = "ghp_user_token_123456"
@@ -54,7 +54,7 @@ def hostile_folder(work: Path, evil_url: str) -> Path:
 
 
 def user_config(work: Path, good_url: str, extra: str = "") -> Path:
-    """The user's own config.toml (tests.cli points XDG_CONFIG_HOME at work/xdg-config)."""
+    """The user's own config.toml (tests.support.cli points XDG_CONFIG_HOME at work/xdg-config)."""
     path = work / "xdg-config" / "mcp-agent" / "config.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f'[llm]\nbase_url = "{good_url}"\nmodel = "mine"\n{extra}')

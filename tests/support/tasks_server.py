@@ -19,7 +19,7 @@ k-th `tasks/get`, as a server that dies mid-task. A client that did not declare 
 extension gets -32021 for the task tools, as the spec says. Modern-only: the legacy
 `initialize` is refused (no extensions exist in that era).
 
-Run as a script it serves stdio; `python tests/tasks_server.py http PORT` serves
+Run as a script it serves stdio; `python tests/support/tasks_server.py http PORT` serves
 streamable HTTP on 127.0.0.1.
 """
 
@@ -43,8 +43,8 @@ from mcp_types import CallToolRequestParams, RequestParams
 from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ConfigDict, Field
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.modern_server import RefuseHandshake
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.support.modern_server import RefuseHandshake
 
 TASKS = "io.modelcontextprotocol/tasks"
 TERMINAL = ("completed", "failed", "cancelled")

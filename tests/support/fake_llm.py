@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.asgi_thread import serve
+from tests.support.asgi_thread import serve
 
 _ids = itertools.count(1)
 

@@ -3,7 +3,7 @@
 The SDK's MCPServer serves both eras; a middleware that refuses the handshake the way a
 modern-only server does (-32022 naming the versions it speaks) makes it modern-only. Run as
 a script it serves stdio (with `both-eras`: answering `initialize` too, the bench's legacy
-baseline); `app()` gives the streamable HTTP app for `tests.asgi_thread.serve`.
+baseline); `app()` gives the streamable HTTP app for `tests.support.asgi_thread.serve`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `screenshot` returns one PNG of `--big-mb` megabytes (default 20) each time it is called;
 `contact_sheet` returns `--many` (default 500) distinct small PNGs in one result. The PNGs
 are real files (signature, IHDR, stored-deflate IDAT, IEND) so their size can be read from
-the header. Run as `python tests/image_server.py [--big-mb N] [--many N]`.
+the header. Run as `python tests/support/image_server.py [--big-mb N] [--many N]`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A small MCP Apps server for the host's own rules (`python tests/apps_probe_server.py`).
+"""A small MCP Apps server for the host's own rules (`python tests/support/apps_probe_server.py`).
 
 Its page speaks the app protocol by hand, as the spec shows ("you don't need an SDK"): it
 initializes, then asks the host for what a page may and may not have, and writes each

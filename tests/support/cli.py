@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.servers import REPO_ROOT
+from tests.support.servers import REPO_ROOT
 
 RUN_MCP = str(REPO_ROOT / "run_mcp.py")
 

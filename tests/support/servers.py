@@ -23,7 +23,9 @@ from typing import Any, Literal
 
 from agent.config import ServerConfig, Settings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The folder of the test servers started by path (`python tests/support/x_server.py`).
+SUPPORT = Path(__file__).resolve().parent
 INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install_node_deps.sh"
 EVERYTHING_PKG = "@modelcontextprotocol/server-everything"
 NPM_PREFIX_ENV = "MCP_AGENT_NPM_PREFIX"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import REPO_ROOT, free_port, run_http_server
+from tests.support.servers import REPO_ROOT, free_port, run_http_server
 
 LLAMA_VENV = REPO_ROOT / ".cache" / "llama-venv"
 INSTALL = "bash scripts/install_llama.sh"
