@@ -18,7 +18,7 @@ PACKAGES=(
     # an app-only tool (system-monitor's poll-system-stats).
     "@modelcontextprotocol/server-system-monitor@2.0.3"
     "@modelcontextprotocol/server-basic-vanillajs@2.0.3"
-    # Real servers against real back ends (tests/test_real_backends.py): PostgreSQL from
+    # Real servers against real back ends (tests/tools/test_real_backends.py): PostgreSQL from
     # Debian, and Playwright driving Debian's chromium (no browser download).
     "@modelcontextprotocol/server-postgres@0.6.2"
     "@playwright/mcp@0.0.83"

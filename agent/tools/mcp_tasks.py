@@ -5,7 +5,7 @@ task polled again), and answering a task's input requests with the usual callbac
 `send_raw` is the one place that reaches past the SDK's public surface: the task methods
 are not in its request tables (the SDK validates `tools/call` answers as a
 `CallToolResult`, which a 2025-11-25 `CreateTaskResult` is not), so the request is
-stamped and sent as the session itself would. tests/test_tasks.py fails if that changes.
+stamped and sent as the session itself would. tests/tools/test_tasks.py fails if that changes.
 """
 
 from __future__ import annotations

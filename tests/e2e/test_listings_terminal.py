@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_repl_terminal import PROMPT, agent_env, pytestmark, terminals, workspace
 from tests.support.fake_llm import ScriptedLLM
 from tests.support.servers import REPO_ROOT, everything_stdio_command
 from tests.support.terminal import Terminal
-from tests.test_repl_terminal import PROMPT, agent_env, pytestmark, terminals, workspace
 
 __all__ = ["pytestmark", "terminals", "workspace"]  # the shared fixtures and skip mark
 

@@ -17,7 +17,7 @@ from agent.config import ServerConfig
 from agent.tools.base import MAX_RESTARTS
 from agent.tools.registry import ToolRegistry
 from tests.support.servers import SUPPORT, free_port, settings_for, stdio
-from tests.test_faults import http_server_on
+from tests.tools.test_faults import http_server_on
 
 pytestmark = pytest.mark.anyio
 

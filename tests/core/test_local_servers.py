@@ -3,7 +3,7 @@
 llama-server's error event inside a stream and its context-overflow body, llama-cpp-python's
 interop needs (tool_choice, content "" beside tool calls), servers that report no usage,
 small context windows, and finding a local server when nothing is configured. The same
-behaviours against a real model: tests/test_real_model.py.
+behaviours against a real model: tests/e2e/test_real_model.py.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from agent.tools.toolcap import cut_tool_list
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT, fault_server_command, settings_for, stdio
-from tests.test_faults import running
+from tests.tools.test_faults import running
 
 MANY_SERVER = str(SUPPORT / "many_tools_server.py")
 

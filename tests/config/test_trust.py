@@ -23,7 +23,7 @@ from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.fake_model import FakeModel, answer, calls
 from tests.support.servers import time_server_command
-from tests.test_repl import drive
+from tests.ui.test_repl import drive
 
 pytestmark = pytest.mark.anyio
 

@@ -180,7 +180,7 @@ def test_the_shipped_examples_load_and_the_local_server_runs_from_the_checkout(
     tmp_path: Path,
 ) -> None:
     """config/*.example.* are what users copy: they must parse, and the enabled one work."""
-    config_dir = Path(__file__).resolve().parent.parent / "config"
+    config_dir = REPO_ROOT / "config"
     settings = build_settings(
         config_path=config_dir / "config.example.toml",
         mcp_config_path=config_dir / "mcp.example.json",

@@ -4,11 +4,11 @@ Each test starts its own server processes (stdio children, or HTTP servers on po
 OS picked) in temp dirs and stops them; waits are polls bounded by anyio.fail_after.
 
 Covered elsewhere, not repeated here: invalid JSON arguments and unknown tools become
-observations (tests/test_react.py::test_invalid_json_and_unknown_tool_become_observations);
+observations (tests/core/test_react.py::test_invalid_json_and_unknown_tool_become_observations);
 429 twice then success is one answer after two retries
-(tests/test_llm.py::test_429_twice_then_success_honours_retry_after); a corrupted last
+(tests/core/test_llm.py::test_429_twice_then_success_honours_retry_after); a corrupted last
 transcript line is skipped with a warning on resume
-(tests/test_memory_and_transcript.py::test_transcript_round_trip_and_corrupt_last_line).
+(tests/core/test_memory_and_transcript.py::test_transcript_round_trip_and_corrupt_last_line).
 """
 
 from __future__ import annotations
