@@ -75,3 +75,158 @@ def test_lower_layers_never_import_upper_ones() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+# -- one seam to the mcp SDK
+
+SDK_SEAM = "agent.sdk_private"  # the one module that may reach private SDK names
+# Patches the SDK's stdio transport until ours replaces it (then this goes).
+STDIO_UNTIL_OUR_TRANSPORT = ("agent.tools.mcp_stdio",)
+SDK_PACKAGES = ("mcp", "mcp_types")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_private_names(files: list[Path]) -> set[str]:
+    """Private names these files define: functions, classes, module values, `self._x`."""
+    names: set[str] = set()
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+    return {n for n in names if _private(n)}
+
+
+def _sdk_files() -> list[Path]:
+    """The SDK's client side (what a client can reach; its server side and the types
+    package are reached only through imports, which are checked by module)."""
+    import mcp
+
+    root = Path(mcp.__file__).parent
+    return [p for part in ("client", "shared", "os") for p in (root / part).rglob("*.py")]
+
+
+def _sdk_module(name: str | None) -> bool:
+    return bool(name) and str(name).split(".")[0] in SDK_PACKAGES
+
+
+def private_sdk_reaches(tree: ast.AST, sdk_names: set[str]) -> list[str]:
+    """Where `tree` reaches a private SDK name: a private module or name imported from the
+    SDK, any `_x` of an SDK module, `x._name` (or getattr) for a private name only the SDK
+    defines, and any assignment to an SDK module's attribute (a patch)."""
+    found: list[str] = []
+    modules: set[str] = set()  # local names bound to SDK modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _sdk_module(alias.name):
+                    modules.add(alias.asname or alias.name.split(".")[0])
+                    if any(_private(part) for part in alias.name.split(".")):
+                        found.append(f"{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and _sdk_module(node.module):
+            assert node.module is not None
+            if any(_private(part) for part in node.module.split(".")):
+                found.append(f"{node.lineno}: from {node.module} import")
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"{node.lineno}: from {node.module} import {alias.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            on_module = isinstance(node.value, ast.Name) and node.value.id in modules
+            if on_module and (_private(node.attr) or isinstance(node.ctx, ast.Store)):
+                found.append(f"{node.lineno}: {node.value.id}.{node.attr}")  # type: ignore[attr-defined]
+            elif node.attr in sdk_names:
+                found.append(f"{node.lineno}: ._{node.attr.lstrip('_')}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in sdk_names
+        ):
+            found.append(f"{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+    return found
+
+
+def test_only_the_seam_module_reaches_private_sdk_names() -> None:
+    files = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    ours = [p for name, p in files.items() if name != SDK_SEAM]
+    sdk_names = _defined_private_names(_sdk_files()) - _defined_private_names(ours)
+    assert {"_dispatcher", "_stamp", "_auth_flow"} <= sdk_names  # the finder sees the SDK's
+    reaches = {
+        name: found
+        for name, path in files.items()
+        if name not in (SDK_SEAM, *STDIO_UNTIL_OUR_TRANSPORT)
+        and (found := private_sdk_reaches(ast.parse(path.read_text(encoding="utf-8")), sdk_names))
+    }
+    assert reaches == {}, f"private SDK names outside {SDK_SEAM}: {reaches}"
+
+
+def test_no_class_of_ours_overrides_a_private_sdk_name_outside_the_seam() -> None:
+    """A subclass of an SDK class may define a private name the SDK class has (an override
+    of an SDK step, or a clash with its state) only in the seam module."""
+    import importlib
+
+    clashes: list[str] = []
+    for path in ROOT.rglob("*.py"):
+        name = _module_name(path)
+        text = path.read_text(encoding="utf-8")
+        if name == SDK_SEAM or ("from mcp" not in text and "import mcp" not in text):
+            continue
+        module = importlib.import_module(name)
+        for cls in vars(module).values():
+            if not isinstance(cls, type) or cls.__module__ != name:
+                continue
+            sdk = [k for k in cls.__mro__ if _sdk_module(k.__module__)]
+            ours = [k for k in cls.__mro__ if k.__module__.startswith("agent.")]
+            ours = [k for k in ours if k.__module__ != SDK_SEAM]
+            if not sdk:
+                continue
+            theirs = {n for k in sdk for n in vars(k) if _private(n) and n != "_abc_impl"}
+            theirs |= {n for k in sdk for n in _state_names(k)}
+            mine = {n for k in ours for n in vars(k) if _private(n)}
+            mine |= {n for k in ours for n in _state_names(k)}
+            clashes += [f"{name}.{cls.__name__}.{n}" for n in sorted(mine & theirs)]
+    assert clashes == []
+
+
+def _state_names(cls: type) -> set[str]:
+    """`self._x` a class assigns in its own methods."""
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return set()
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and _private(node.attr)
+    }
+
+
+def test_the_seam_finder_finds_private_reaches() -> None:
+    code = """
+import mcp.client.stdio as stdio
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.client.session import _preconnect_stamp
+stdio._parse_line = None
+stdio.PROCESS_TERMINATION_TIMEOUT = 0.5
+session._dispatcher.send_raw_request()
+getattr(session, "_absorb_tool_listing", None)
+self._ours = 1
+"""
+    found = private_sdk_reaches(ast.parse(code), {"_dispatcher", "_absorb_tool_listing"})
+    assert sorted(line.split(":")[0] for line in found) == ["3", "4", "5", "6", "7", "8"]

@@ -43,6 +43,7 @@ from agent.auth.login import (
 )
 from agent.auth.store import FileTokenStorage
 from agent.config import OAuthConfig, ServerConfig
+from agent.sdk_private import ProviderHooks
 
 CLIENT_NAME = "mcp-agent"
 ANSWER_LIMIT = 300  # characters of a failing server answer quoted in an error
@@ -56,11 +57,11 @@ class NoLoginOffered(Exception):
     """A 401 that names no way to log in, in a run that may not explore one."""
 
 
-class _AgentFlow:
-    """Mixed into the SDK's providers (see module docstring)."""
+class _AgentFlow(ProviderHooks):
+    """Mixed into the SDK's providers (see module docstring); the SDK's private steps reach
+    these hooks through agent.sdk_private."""
 
     context: Any
-    _initialized: bool
 
     def _setup(self, name: str, config: OAuthConfig, storage: FileTokenStorage, host: LoginHost):
         self.server_name = name
@@ -80,25 +81,22 @@ class _AgentFlow:
 
     # -- restoring what the SDK forgets across restarts
 
-    async def _initialize(self) -> None:
-        await super()._initialize()  # type: ignore[misc]
+    async def after_initialize(self) -> None:
         self.context.token_expiry_time = self.storage.expires_at()
         if self.context.oauth_metadata is None:
             self.context.oauth_metadata = self.storage.metadata()
 
-    async def _handle_token_response(self, response: httpx2.Response) -> None:
-        await super()._handle_token_response(response)  # type: ignore[misc]
+    def after_token_response(self) -> None:
         self.storage.set_metadata(self.context.oauth_metadata)
 
-    async def _perform_authorization(self) -> httpx2.Request:
+    def before_authorization(self) -> None:
         """Configured scopes are asked for on top of the ones the server names."""
         check_metadata(self.context.oauth_metadata)  # before the URL is shown or opened
         if self.oauth.scope:
             chosen = self.context.client_metadata.scope
             self.context.client_metadata.scope = union_scopes(self.oauth.scope, chosen)
-        return await super()._perform_authorization()  # type: ignore[misc]
 
-    async def _refresh_token(self) -> httpx2.Request:
+    async def before_refresh(self) -> None:
         """Refresh under the store's lock, with the freshest refresh token: another run may
         have used ours meanwhile, and a server that rotates them takes each one once."""
         await self.storage.lock()
@@ -111,20 +109,15 @@ class _AgentFlow:
         ):
             self.context.current_tokens = stored
             self.context.token_expiry_time = self.storage.expires_at()
-        return await super()._refresh_token()  # type: ignore[misc]
 
-    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
-        try:
-            return await super()._handle_refresh_response(response)  # type: ignore[misc]
-        finally:
-            self.storage.unlock()  # the new tokens are stored (or the refresh failed)
+    def after_refresh(self) -> None:
+        self.storage.unlock()  # the new tokens are stored (or the refresh failed)
 
     # -- the flow, watched
 
-    async def _auth_flow(
-        self, request: httpx2.Request
+    async def watch_flow(
+        self, request: httpx2.Request, flow: AsyncGenerator[httpx2.Request, httpx2.Response]
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        flow = super()._auth_flow(request)  # type: ignore[misc]
         step, answer = "request", ""
         asked = refreshed = False
         try:
@@ -148,8 +141,8 @@ class _AgentFlow:
                     # The server no longer takes the access token (expired early, or we
                     # lost track of its expiry): a refresh token still beats a new login.
                     refreshed, step = True, "token refresh"
-                    if await self._handle_refresh_response((yield await self._refresh_token())):
-                        self._add_auth_header(request)
+                    if await self.take_refresh_response((yield await self.refresh_request())):
+                        self.add_auth_header(request)
                         response = yield request
                 if outgoing is request and not asked and _needs_person(response):
                     asked = True
@@ -285,8 +278,8 @@ class AgentOAuthProvider(_AgentFlow, OAuthClientProvider):
         )
         self._setup(config.name, oauth, storage, host)
 
-    async def _initialize(self) -> None:
-        await super()._initialize()
+    async def after_initialize(self) -> None:
+        await super().after_initialize()
         if self.oauth.client_id:  # pre-registered: the configured client, never registration
             secret = self.oauth.client_secret
             self.context.client_info = OAuthClientInformationFull(
@@ -398,7 +391,7 @@ def forget(provider: Provider, *, delete: bool) -> bool:
     """Drop the tokens in memory and on disk (`delete`: the client registration too, as
     /logout does); whether there was anything to drop."""
     provider.context.clear_tokens()
-    provider._initialized = False  # the next request reads the store again
+    provider.reread_store()
     dropped = provider.storage.delete() if delete else provider.storage.forget_tokens()
     provider.challenged = provider.challenged or dropped  # it had tokens: it takes logins
     return dropped

@@ -35,7 +35,6 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.jsonrpc import METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -46,6 +45,7 @@ from agent.auth.store import FileTokenStorage
 from agent.config import ServerConfig, server_env
 from agent.private import private_folder
 from agent.redact import PATTERNS_ONLY, Redactor
+from agent.sdk_private import absorb_tool_listing, send_raw_request
 from agent.tools import server_card
 from agent.tools.base import (
     ConnectProblem,
@@ -352,10 +352,14 @@ class MCPServerConnection(ToolServer):
         timeout: httpx2.Timeout | None = None,
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
-        """The SDK's own client for SSE, noting a failed status as for streamable HTTP."""
-        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
-        client.event_hooks = {**client.event_hooks, "response": [self._note_http_error]}
-        return client
+        """The client the SDK would make for SSE (its 30 s timeouts, 300 s to read),
+        noting a failed status as for streamable HTTP."""
+        return httpx2.AsyncClient(
+            headers=headers,
+            timeout=timeout or httpx2.Timeout(30, read=300),
+            auth=auth,
+            event_hooks={"response": [self._note_http_error]},
+        )
 
     async def _note_http_error(self, response: httpx2.Response) -> None:
         """Keep the status of a failed HTTP exchange: the SDK reports only that one failed.
@@ -605,14 +609,13 @@ class MCPServerConnection(ToolServer):
         """One page of tools. When the SDK rejects the page as a whole, it is read again as
         raw JSON and each tool checked on its own: a malformed one is skipped with a warning
         naming it, the rest are kept (and handed back to the SDK so it can still check their
-        structured output). This uses the SDK's dispatcher directly."""
+        structured output). This uses the SDK's dispatcher directly (agent.sdk_private)."""
         try:
             return await client.list_tools(cursor=cursor, cache_mode="refresh")
         except pydantic.ValidationError:
             pass
-        session: Any = client.session
-        raw = await session._dispatcher.send_raw_request(
-            "tools/list", {"cursor": cursor} if cursor else None, {}
+        raw = await send_raw_request(
+            client.session, "tools/list", {"cursor": cursor} if cursor else None
         )
         tools: list[types.Tool] = []
         for item in raw.get("tools") or []:
@@ -630,9 +633,9 @@ class MCPServerConnection(ToolServer):
         page = types.ListToolsResult(
             tools=tools, next_cursor=next_cursor if isinstance(next_cursor, str) else None
         )
-        absorb = getattr(session, "_absorb_tool_listing", None)
-        if absorb is not None:
-            absorb(page, complete=cursor is None and page.next_cursor is None)
+        absorb_tool_listing(
+            client.session, page, complete=cursor is None and page.next_cursor is None
+        )
         return page
 
     async def call_tool(

@@ -2,10 +2,10 @@
 through the connection's own requests (so a lost connection is reconnected and the same
 task polled again), and answering a task's input requests with the usual callbacks.
 
-`send_raw` is the one place that reaches past the SDK's public surface: the task methods
-are not in its request tables (the SDK validates `tools/call` answers as a
-`CallToolResult`, which a 2025-11-25 `CreateTaskResult` is not), so the request is
-stamped and sent as the session itself would. tests/tools/test_tasks.py fails if that changes.
+`send_raw` sends past the SDK's request tables: the task methods are not in them (the
+SDK validates `tools/call` answers as a `CallToolResult`, which a 2025-11-25
+`CreateTaskResult` is not), so the request is stamped and sent as the session itself
+would, through agent.sdk_private (tests/test_sdk_contract.py guards the names it uses).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from agent.errors import ToolServerError
+from agent.sdk_private import send_stamped_request
 from agent.tools.base import ServerStopped
 from agent.tools.tasks import (
     TASK_TTL_MS,
@@ -60,14 +61,11 @@ async def send_raw(
     """One request as the session would send it (its era's `_meta` and headers), raw.
 
     Task requests name their task in `Mcp-Name` (the extension's routing header)."""
-    data: dict[str, Any] = {"method": method, "params": dict(params)}
-    opts: dict[str, Any] = {}
-    session._stamp(data, opts)  # type: ignore[arg-type]
     task_id = params.get("taskId")
+    headers: dict[str, str] = {}
     if method.startswith("tasks/") and isinstance(task_id, str):
-        opts.setdefault("headers", {})[MCP_NAME_HEADER] = encode_header_value(task_id)
-    opts["timeout"] = timeout
-    return await session._dispatcher.send_raw_request(method, data["params"], opts)  # type: ignore[arg-type]
+        headers[MCP_NAME_HEADER] = encode_header_value(task_id)
+    return await send_stamped_request(session, method, params, timeout=timeout, headers=headers)
 
 
 def legacy_task_tool(client: Client | None, task_support: str | None) -> bool:
