@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 # `.venv/bin/pytest` (unlike `python -m pytest`) does not put the repo root on sys.path, and
@@ -13,6 +15,8 @@ import pytest
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent.config import Settings
+from agent.tools.registry import ToolRegistry
 from tests.support.servers import everything_server
 
 
@@ -20,6 +24,24 @@ from tests.support.servers import everything_server
 def anyio_backend() -> str:
     """Only asyncio: the product runs on asyncio and trio is not installed."""
     return "asyncio"
+
+
+@pytest.fixture
+def registry_options() -> dict[str, Any]:
+    """Keyword arguments of the `registry` fixture's ToolRegistry; a module overrides it."""
+    return {}
+
+
+@pytest.fixture
+async def registry(
+    registry_settings: Settings, registry_options: dict[str, Any]
+) -> AsyncIterator[ToolRegistry]:
+    """A ToolRegistry over the servers of the module's `registry_settings` fixture, each one
+    connected: a server that fails to connect fails the test before it starts."""
+    async with ToolRegistry(registry_settings, **registry_options) as reg:
+        with anyio.fail_after(60):
+            assert await reg.connect_all() == []
+        yield reg
 
 
 # Module scope: one node process per test module per xdist worker (each on its own free port),

@@ -241,7 +241,7 @@ def _token(expires_in: int) -> Any:
 async def test_repl_login_and_logout_reconnect_and_drop_the_server(tmp_path: Path) -> None:
     from agent.tools.registry import ToolRegistry
     from tests.support.fake_model import FakeModel
-    from tests.ui.test_repl import drive
+    from tests.support.repl import drive
 
     with serve_protected() as (url, authority):
         settings = Settings(

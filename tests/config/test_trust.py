@@ -10,20 +10,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent import saved_approvals
 from agent.approval import ApprovalPolicy, ApprovalRequest
-from agent.config import build_settings
+from agent.config import Settings, build_settings
 from agent.tools.registry import ToolRegistry
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.fake_model import FakeModel, answer, calls
+from tests.support.repl import drive
 from tests.support.servers import time_server_command
-from tests.ui.test_repl import drive
 
 pytestmark = pytest.mark.anyio
 
@@ -48,13 +48,21 @@ def settings_from(config: Path, tmp_path: Path):
 
 
 @pytest.fixture
-async def registry(tmp_path: Path) -> AsyncIterator[ToolRegistry]:
-    settings = settings_from(write_config(tmp_path), tmp_path)
-    async with ToolRegistry(settings, reserved_names={"terminate"}) as reg:
-        assert await reg.connect_all() == []
-        for name, spec in list(reg.tools.items()):  # as if it carried no annotations
-            reg.tools[name] = spec.__class__(**{**spec.__dict__, "read_only": False})
-        yield reg
+def registry_settings(tmp_path: Path) -> Settings:
+    return settings_from(write_config(tmp_path), tmp_path)
+
+
+@pytest.fixture
+def registry_options() -> dict[str, Any]:
+    return {"reserved_names": {"terminate"}}
+
+
+@pytest.fixture
+def registry(registry: ToolRegistry) -> ToolRegistry:
+    """The shared fixture's registry, its tools as if they carried no annotations."""
+    for name, spec in list(registry.tools.items()):
+        registry.tools[name] = spec.__class__(**{**spec.__dict__, "read_only": False})
+    return registry
 
 
 async def test_always_then_approve_save_keeps_it_in_our_file_and_the_next_run_honours_it(

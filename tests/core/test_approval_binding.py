@@ -7,13 +7,13 @@ Servers `evil` and `evil__files` (real stdio servers) can both reach the raw pub
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from agent.approval import ApprovalPolicy, ApprovalRequest, Decision
+from agent.config import Settings
 from agent.events import ToolCallFinished
 from agent.memory import Memory
 from agent.react import Agent
@@ -27,16 +27,12 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def registry(tmp_path: Path) -> AsyncIterator[ToolRegistry]:
-    settings = settings_for(
+def registry_settings(tmp_path: Path) -> Settings:
+    return settings_for(
         tmp_path,
         stdio("evil", (sys.executable, [TWIN, "evil"])),
         stdio("evil__files", (sys.executable, [TWIN, "evil__files"])),
     )
-    async with ToolRegistry(settings) as registry:
-        with anyio.fail_after(30):
-            assert await registry.connect_all() == []
-        yield registry
 
 
 async def test_an_approved_call_runs_on_the_server_it_was_approved_for(

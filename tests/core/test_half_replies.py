@@ -12,32 +12,24 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from agent.errors import ModelError
-from agent.llm import OpenAIModel, Reply, RetryNotice, ToolCall, warm_model_imports
+from agent.llm import Reply, RetryNotice, ToolCall, warm_model_imports
 from tests.support.cli import run_cli
-from tests.support.fake_llm import ScriptedLLM, Turn, cut, forever, text, tool_calls
+from tests.support.fake_llm import (
+    TOOL,
+    ScriptedLLM,
+    Turn,
+    collect,
+    cut,
+    forever,
+    model_for,
+    text,
+    tool_calls,
+)
 
-USER = [{"role": "user", "content": "hi"}]
-TOOL = {"type": "function", "function": {"name": "t__x", "parameters": {"type": "object"}}}
 ANSWER = "The migration is complete."
-
-
-def model_for(llm: ScriptedLLM, **kw: Any) -> OpenAIModel:
-    return OpenAIModel(base_url=llm.base_url, api_key="sk-test-123", model="scripted", **kw)
-
-
-async def collect(model: OpenAIModel, tools: list[dict[str, Any]] | None = None) -> list[Any]:
-    items = []
-    try:
-        with anyio.fail_after(30):
-            async for item in model.stream(USER, tools or []):
-                items.append(item)
-    finally:
-        await model.aclose()
-    return items
 
 
 def length_cut(*calls: tuple[str, dict[str, Any]]) -> Turn:

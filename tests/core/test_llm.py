@@ -6,35 +6,28 @@ import contextlib
 import json
 import socket
 from collections.abc import Iterator
-from typing import Any
 
 import anyio
 import pytest
 
 from agent.errors import ContextOverflowError, ModelError
 from agent.llm import OpenAIModel, Reply, RetryNotice, ToolCall, ToolCallAccumulator, Usage
-from tests.support.fake_llm import ScriptedLLM, delayed, drop, error, garbage, text, tool_calls
+from tests.support.fake_llm import (
+    TOOL,
+    USER,
+    ScriptedLLM,
+    collect,
+    delayed,
+    drop,
+    error,
+    garbage,
+    model_for,
+    text,
+    tool_calls,
+)
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.anyio
-
-USER = [{"role": "user", "content": "hi"}]
-TOOL = {"type": "function", "function": {"name": "t__x", "parameters": {"type": "object"}}}
-
-
-async def collect(model: OpenAIModel, tools: list[dict[str, Any]] | None = None) -> list[Any]:
-    items = []
-    try:
-        with anyio.fail_after(30):
-            async for item in model.stream(USER, tools or []):
-                items.append(item)
-    finally:
-        await model.aclose()
-    return items
-
-
-def model_for(llm: ScriptedLLM, **kw: Any) -> OpenAIModel:
-    return OpenAIModel(base_url=llm.base_url, api_key="sk-test-123", model="scripted", **kw)
 
 
 @pytest.mark.parametrize("stream", [True, False])

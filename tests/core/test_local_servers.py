@@ -26,7 +26,7 @@ from starlette.routing import Route
 from agent.config import Settings
 from agent.errors import ConfigError, ContextOverflowError, ModelError
 from agent.events import Event, Notice, RunFinished
-from agent.llm import OpenAIModel, Reply, RetryNotice, Usage
+from agent.llm import Reply, RetryNotice, Usage
 from agent.local import find_local_server, foreign_ports, listener_owners
 from agent.memory import Memory
 from agent.react import Agent
@@ -37,31 +37,19 @@ from agent.ui.render import NORMAL, QUIET, EventRenderer
 from tests.support.asgi_thread import serve
 from tests.support.cli import run_cli
 from tests.support.fake_llm import (
+    TOOL,
     ScriptedLLM,
     Turn,
+    collect,
     delayed,
     error,
     llama_overflow,
+    model_for,
     stream_error,
     text,
 )
 from tests.support.fake_model import FakeModel, FakeTools, answer, calls
 from tests.support.servers import free_port, time_server_command
-
-USER = [{"role": "user", "content": "hi"}]
-TOOL = {"type": "function", "function": {"name": "t__x", "parameters": {"type": "object"}}}
-
-
-def model_for(llm: ScriptedLLM, **kw: Any) -> OpenAIModel:
-    return OpenAIModel(base_url=llm.base_url, api_key="sk-test-1", model="scripted", **kw)
-
-
-async def collect(model: OpenAIModel, tools: list[dict[str, Any]] | None = None) -> list[Any]:
-    try:
-        with anyio.fail_after(30):
-            return [item async for item in model.stream(USER, tools or [])]
-    finally:
-        await model.aclose()
 
 
 async def drain(agent: Agent, request: str) -> list[Event]:

@@ -5,7 +5,6 @@ parts gets text placeholders from then on, after one notice; the run still answe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,10 @@ TINY = ("main__get-tiny-image", {})
 
 
 @pytest.fixture
-async def registry(tmp_path: Path) -> AsyncIterator[ToolRegistry]:
+def registry_settings(tmp_path: Path) -> Settings:
     command, args = everything_stdio_command()
     server = ServerConfig(name="main", type="stdio", command=command, args=tuple(args))
-    settings = Settings(servers=(server,), state_dir=tmp_path / "state")
-    async with ToolRegistry(settings) as reg:
-        assert await reg.connect_all() == []
-        yield reg
+    return Settings(servers=(server,), state_dir=tmp_path / "state")
 
 
 async def run(registry: ToolRegistry, llm: ScriptedLLM, vision: Vision) -> list[Event]:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_repl_terminal import PROMPT, agent_env, pytestmark, terminals, workspace
 from tests.support.fake_llm import ScriptedLLM
 from tests.support.servers import REPO_ROOT, everything_stdio_command
-from tests.support.terminal import Terminal
+from tests.support.terminal import PROMPT, Terminal, agent_env, needs_tmux, terminals, workspace
 
-__all__ = ["pytestmark", "terminals", "workspace"]  # the shared fixtures and skip mark
+__all__ = ["terminals", "workspace"]  # the shared fixtures
+pytestmark = needs_tmux
 
 LONG_TOOL = "everything__trigger-long-running-operation"
 DOC = "@everything:demo://resource/static/document/architecture.md"

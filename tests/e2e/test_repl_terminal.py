@@ -9,77 +9,26 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import REPO_ROOT
-from tests.support.terminal import Terminal
-
-# CI installs tmux (.ci/run); elsewhere a machine without it skips these, but CI never does.
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None and os.environ.get("CI") != "true", reason="needs tmux"
+from tests.support.terminal import (
+    PROMPT,
+    Terminal,
+    agent_env,
+    needs_tmux,
+    start,
+    terminals,
+    workspace,
 )
 
-PROMPT = r"\n›[ ]?(?=\n|$)"  # an empty prompt line (tmux trims trailing spaces)
-
-
-def agent_env(base_url: str, state_dir: Path, term: str = "xterm-256color") -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
-    env.update(
-        OPENAI_BASE_URL=base_url,
-        OPENAI_API_KEY="sk-terminal-test",
-        MCP_AGENT_STATE_DIR=str(state_dir),
-        TERM=term,
-        NO_COLOR="1",
-    )
-    for name in ("PYTEST_CURRENT_TEST", "COLUMNS", "LINES"):  # the terminal gives its size
-        env.pop(name, None)
-    return env
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "notes.txt").write_text("launch code 4711\n")
-    return root
-
-
-@pytest.fixture
-def terminals(tmp_path: Path) -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
-        print(f"--- screen of {terminal.log.name} ---\n{terminal.log.read_text()}")
-
-
-def start(
-    terminals: list[Terminal],
-    llm: ScriptedLLM,
-    workspace: Path,
-    name: str,
-    *args: str,
-    term: str = "xterm-256color",
-    ready: str = r"tools from 1 server",
-) -> Terminal:
-    terminal = Terminal(
-        [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
-        cwd=workspace,
-        env=agent_env(llm.base_url, workspace.parent / "state", term),
-        log=workspace.parent / f"{name}.screen.txt",
-    )
-    terminals.append(terminal)
-    terminal.wait_for(ready)
-    if ready != PROMPT:
-        terminal.wait_for(PROMPT)
-    return terminal
+__all__ = ["terminals", "workspace"]  # the shared fixtures
+pytestmark = needs_tmux
 
 
 @pytest.mark.parametrize("term_type", ["xterm-256color", "dumb"])

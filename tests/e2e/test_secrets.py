@@ -20,11 +20,10 @@ from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, load
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole
-from tests.e2e.test_repl_terminal import PROMPT, agent_env
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, error, text, tool_calls
 from tests.support.servers import REPO_ROOT, free_port
-from tests.support.terminal import Terminal
+from tests.support.terminal import PROMPT, Terminal, agent_env
 
 API_KEY = "sk-test-SECRET-123"
 TOKEN = "tok-SECRET-456"

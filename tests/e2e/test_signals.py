@@ -12,38 +12,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import RUN_MCP, cli_env
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.processes import alive, read_fifo
 
 # The tool writes "<server pid> <its own pid>" into the FIFO, then becomes a long sleep.
 BUSY = "echo $PPID $$ > ready.fifo; exec sleep 300"
-
-
-def read_fifo(path: Path, timeout: float = 60) -> str:
-    """The FIFO's contents; opening blocks until the writer comes, so bound it with a thread."""
-    got: list[str] = []
-    reader = threading.Thread(target=lambda: got.append(path.read_text()), daemon=True)
-    reader.start()
-    reader.join(timeout)
-    if not got:
-        with open(path, "w"):  # unblock the reader thread before failing
-            pass
-        raise AssertionError("the tool never started")
-    return got[0]
-
-
-def alive(pid: int) -> bool:
-    """A zombie is dead for our purpose (init reaps it when it gets round to it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def start_agent(tmp_path: Path, base_url: str, *args: str) -> subprocess.Popen[str]:

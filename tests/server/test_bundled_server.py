@@ -24,6 +24,7 @@ from mcp.client.stdio import stdio_client
 from agent.server.app import OUTPUT_CAP, build_server
 from agent.server.shell import run_bash
 from agent.server.workspace import Workspace
+from tests.support.processes import alive
 from tests.support.servers import REPO_ROOT, bundled_server
 
 pytestmark = pytest.mark.anyio
@@ -213,19 +214,9 @@ async def test_bash_runs_in_the_workspace_and_reports_the_exit_code(client: Clie
     assert text == "3\noops\n[exit code 3]"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A killed child of a dead shell may linger as a zombie until init reaps it.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(") ")[1][0] != "Z"
-
-
 async def _wait_dead(pid: int) -> None:
     with anyio.fail_after(5):
-        while _alive(pid):  # noqa: ASYNC110 - no event to wait on for a foreign pid
+        while alive(pid):  # noqa: ASYNC110 - no event to wait on for a foreign pid
             await anyio.sleep(0.02)
 
 

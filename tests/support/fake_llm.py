@@ -23,11 +23,13 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from agent.llm import OpenAIModel
 from tests.support.asgi_thread import serve
 
 _ids = itertools.count(1)
@@ -336,3 +338,24 @@ async def _all_events(
         }
         yield f"data: {json.dumps(data)}\n\n"
     yield "data: [DONE]\n\n"
+
+
+# ----------------------------------------------------------------- the real client against it
+
+USER = [{"role": "user", "content": "hi"}]
+TOOL = {"type": "function", "function": {"name": "t__x", "parameters": {"type": "object"}}}
+
+
+def model_for(llm: ScriptedLLM, **kw: Any) -> OpenAIModel:
+    """The agent's own OpenAI client pointed at the scripted server (kw: its options)."""
+    return OpenAIModel(base_url=llm.base_url, api_key="sk-test-123", model="scripted", **kw)
+
+
+async def collect(model: OpenAIModel, tools: list[dict[str, Any]] | None = None) -> list[Any]:
+    """Everything one streamed request for USER yields (fragments, notices, the Reply last);
+    the client is closed after, whatever happened."""
+    try:
+        with anyio.fail_after(30):
+            return [item async for item in model.stream(USER, tools or [])]
+    finally:
+        await model.aclose()

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+import pytest
+
 from agent.config import ServerConfig, Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -198,6 +200,29 @@ def run_http_server(
             yield f"http://{HOST}:{port}{ready_path}"
         finally:
             _stop(proc)
+
+
+@contextlib.contextmanager
+def http_server_on(kind: str, port: int, root: Path, log: Path) -> Iterator[str]:
+    """One server process on a fixed port (so a second one can take the first's place):
+    server-everything over streamable HTTP, or the bundled server (`bundled-http|sse`)."""
+    if kind == "everything-http":
+        node = shutil.which("node")
+        if node is None:
+            pytest.skip("node is not installed")
+        cmd, env, path = (
+            [node, str(everything_js()), "streamableHttp"],
+            {"PORT": str(port)},
+            "/mcp",
+        )
+    else:
+        transport = kind.removeprefix("bundled-")
+        path = "/sse" if transport == "sse" else "/mcp"
+        cmd = [sys.executable, "-m", "agent.server", "--transport", transport, "--host", HOST]
+        cmd += ["--port", str(port), "--root", str(root)]
+        env = {"PYTHONPATH": str(REPO_ROOT)}
+    with run_http_server(cmd, port, env, path, log, cwd=REPO_ROOT) as url:
+        yield url
 
 
 @contextlib.contextmanager

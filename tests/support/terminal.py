@@ -11,9 +11,20 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.support.servers import REPO_ROOT
+
+if TYPE_CHECKING:
+    from tests.support.fake_llm import ScriptedLLM
 
 WIDTH, HEIGHT = 120, 50
 
@@ -113,3 +124,70 @@ class Terminal:
         # kill-server leaves the socket file behind; one per test run would pile up.
         folder = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
         (folder / self.socket).unlink(missing_ok=True)
+
+
+# ----------------------------------------------------- the agent in a terminal, for the tests
+
+# CI installs tmux (.ci/run); elsewhere a machine without it skips these, but CI never does.
+needs_tmux = pytest.mark.skipif(
+    shutil.which("tmux") is None and os.environ.get("CI") != "true", reason="needs tmux"
+)
+
+PROMPT = r"\n›[ ]?(?=\n|$)"  # an empty prompt line (tmux trims trailing spaces)
+
+
+def agent_env(base_url: str, state_dir: Path, term: str = "xterm-256color") -> dict[str, str]:
+    """Our environment minus the model and agent settings, then the scripted model's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    env.update(
+        OPENAI_BASE_URL=base_url,
+        OPENAI_API_KEY="sk-terminal-test",
+        MCP_AGENT_STATE_DIR=str(state_dir),
+        TERM=term,
+        NO_COLOR="1",
+    )
+    for name in ("PYTEST_CURRENT_TEST", "COLUMNS", "LINES"):  # the terminal gives its size
+        env.pop(name, None)
+    return env
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """The folder the agent runs in (its bundled server's root), with one file to read."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("launch code 4711\n")
+    return root
+
+
+@pytest.fixture
+def terminals(tmp_path: Path) -> Iterator[list[Terminal]]:
+    """The terminals a test opened; closed after it, each screen printed (seen on failure)."""
+    opened: list[Terminal] = []
+    yield opened
+    for terminal in opened:
+        terminal.close()
+        print(f"--- screen of {terminal.log.name} ---\n{terminal.log.read_text()}")
+
+
+def start(
+    terminals: list[Terminal],
+    llm: ScriptedLLM,
+    workspace: Path,
+    name: str,
+    *args: str,
+    term: str = "xterm-256color",
+    ready: str = r"tools from 1 server",
+) -> Terminal:
+    """`run_mcp.py ARGS` in a new terminal against the scripted model, at its first prompt."""
+    terminal = Terminal(
+        [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
+        cwd=workspace,
+        env=agent_env(llm.base_url, workspace.parent / "state", term),
+        log=workspace.parent / f"{name}.screen.txt",
+    )
+    terminals.append(terminal)
+    terminal.wait_for(ready)
+    if ready != PROMPT:
+        terminal.wait_for(PROMPT)
+    return terminal

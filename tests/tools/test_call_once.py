@@ -16,8 +16,7 @@ import pytest
 from agent.config import ServerConfig
 from agent.tools.base import MAX_RESTARTS
 from agent.tools.registry import ToolRegistry
-from tests.support.servers import SUPPORT, free_port, settings_for, stdio
-from tests.tools.test_faults import http_server_on
+from tests.support.servers import SUPPORT, free_port, http_server_on, settings_for, stdio
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +36,14 @@ from agent.memory import Memory
 from agent.tools.base import MAX_RESTARTS, ToolSpec
 from agent.tools.registry import ToolRegistry, openai_tool
 from agent.tools.results import strip_marker, to_observation
+from tests.support.processes import alive
 from tests.support.servers import (
-    HOST,
     REPO_ROOT,
     SUPPORT,
-    everything_js,
     fault_server_command,
     free_port,
+    http_server_on,
     once_server_command,
-    run_http_server,
     settings_for,
     stdio,
     time_server_command,
@@ -202,34 +200,6 @@ async def test_server_that_dies_at_start_fails_with_its_stderr_and_others_work(
             ]
             ok = await registry.call("local__get_current_time", {})
             assert not ok.is_error
-
-
-@contextlib.contextmanager
-def http_server_on(kind: str, port: int, root: Path, log: Path) -> Iterator[str]:
-    """One server process on a fixed port (so a second one can take the first's place)."""
-    if kind == "everything-http":
-        cmd, env, path = (
-            [_node(), str(everything_js()), "streamableHttp"],
-            {"PORT": str(port)},
-            "/mcp",
-        )
-    else:
-        transport = kind.removeprefix("bundled-")
-        path = "/sse" if transport == "sse" else "/mcp"
-        cmd = [sys.executable, "-m", "agent.server", "--transport", transport, "--host", HOST]
-        cmd += ["--port", str(port), "--root", str(root)]
-        env = {"PYTHONPATH": str(REPO_ROOT)}
-    with run_http_server(cmd, port, env, path, log, cwd=REPO_ROOT) as url:
-        yield url
-
-
-def _node() -> str:
-    import shutil
-
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
-    return node
 
 
 @pytest.mark.parametrize("kind", ["bundled-sse", "bundled-http", "everything-http"])
@@ -433,20 +403,11 @@ async def test_children_a_server_leaves_behind_are_stopped_with_it(tmp_path: Pat
             )
             os.kill(child, 0)  # alive while the server is
         deadline = time.monotonic() + 5
-        while running(child):
+        while alive(child):
             if time.monotonic() > deadline:
                 os.kill(child, signal.SIGKILL)
                 raise AssertionError(f"child {child} of the server outlived it")
             await anyio.sleep(0.05)
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's parent may be slow to reap it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 # --------------------------------------------------------------------------- what comes back

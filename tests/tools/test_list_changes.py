@@ -8,13 +8,13 @@ announced re-listings before the tool list is read), not wait out the debounce.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from agent.catalog import READ_RESOURCE, Catalog
+from agent.config import Settings
 from agent.events import ToolCallFinished
 from agent.memory import Memory
 from agent.react import Agent
@@ -29,12 +29,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(params=MODES)
-async def registry(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ToolRegistry]:
-    settings = settings_for(tmp_path, stdio("dyn", DYNAMIC, mode=request.param))
-    async with ToolRegistry(settings) as registry:
-        with anyio.fail_after(30):
-            assert await registry.connect_all() == []
-        yield registry
+def registry_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    return settings_for(tmp_path, stdio("dyn", DYNAMIC, mode=request.param))
 
 
 def names(tools: list[dict]) -> set[str]:

@@ -61,15 +61,17 @@ async def requests(llm: ScriptedLLM, tmp_path: Path) -> AsyncIterator[ServerRequ
 
 
 @pytest.fixture
-async def registry(requests: ServerRequests, tmp_path: Path) -> AsyncIterator[ToolRegistry]:
+def registry_settings(tmp_path: Path) -> Settings:
     command, args = everything_stdio_command()
-    settings = Settings(
+    return Settings(
         servers=(ServerConfig(name="main", type="stdio", command=command, args=tuple(args)),),
         state_dir=tmp_path / "state",
     )
-    async with ToolRegistry(settings, callbacks=requests.callbacks) as reg:
-        assert await reg.connect_all() == []
-        yield reg
+
+
+@pytest.fixture
+def registry_options(requests: ServerRequests) -> dict[str, Any]:
+    return {"callbacks": requests.callbacks}
 
 
 async def test_sampling_is_answered_by_our_model_with_the_servers_limits(

@@ -6,13 +6,13 @@ method is no warning, and one malformed tool is skipped by name while the rest a
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from agent.catalog import Catalog
+from agent.config import Settings
 from agent.tools.registry import ToolRegistry
 from tests.support.servers import SUPPORT, settings_for, stdio
 
@@ -22,11 +22,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def registry(tmp_path: Path) -> AsyncIterator[ToolRegistry]:
-    async with ToolRegistry(settings_for(tmp_path, stdio("part", RAW))) as registry:
-        with anyio.fail_after(30):
-            assert await registry.connect_all() == []
-        yield registry
+def registry_settings(tmp_path: Path) -> Settings:
+    return settings_for(tmp_path, stdio("part", RAW))
 
 
 async def test_one_malformed_tool_is_skipped_by_name_and_every_page_is_read(

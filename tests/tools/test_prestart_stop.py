@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from agent.tools.prestart import STOP_GRACE, Prestarted, stop_all
-from tests.e2e.test_signals import alive, read_fifo
 from tests.support.cli import RUN_MCP, cli_env
 from tests.support.fake_llm import ScriptedLLM
+from tests.support.processes import alive, read_fifo
 
 DEAF = 'trap "" TERM HUP INT; echo $$ > {fifo}; exec sleep 300'
 

@@ -6,8 +6,6 @@ whether the fault is in the environment (node, npm install, ports) or in the pro
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 import time
 from pathlib import Path
@@ -17,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 
+from tests.support.processes import alive
 from tests.support.servers import (
     ServerStartError,
     everything_stdio_command,
@@ -111,17 +110,6 @@ def test_run_http_server_deadline_kills_process_group(tmp_path: Path) -> None:
         pytest.fail("server that never listens must not yield")
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "grandchild survived teardown"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); treat it as dead.
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    return False
+    assert not alive(child), "grandchild survived teardown"

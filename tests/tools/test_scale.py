@@ -19,8 +19,8 @@ from agent.tools.registry import ToolRegistry
 from agent.tools.toolcap import cut_tool_list
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.processes import alive
 from tests.support.servers import SUPPORT, fault_server_command, settings_for, stdio
-from tests.tools.test_faults import running
 
 MANY_SERVER = str(SUPPORT / "many_tools_server.py")
 
@@ -137,7 +137,7 @@ def test_after_the_answer_the_process_ends_with_its_servers_and_their_children(
     assert report["answer"] == "done" and report["tool_calls"][1]["output"].endswith("END")
     child = int(report["tool_calls"][0]["output"].splitlines()[-1])
     deadline = time.monotonic() + 5  # the group got SIGTERM; init may take a moment to reap
-    while running(child):
+    while alive(child):
         if time.monotonic() > deadline:
             os.kill(child, signal.SIGKILL)
             raise AssertionError(f"child {child} of the server outlived the agent")

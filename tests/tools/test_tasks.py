@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 
 from agent.tools.mcp_tasks import send_raw
-from tests.e2e.test_repl_terminal import PROMPT, start, terminals, workspace  # noqa: F401
 from tests.support import tasks_server
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import everything_stdio_command
-from tests.support.terminal import Terminal
+from tests.support.terminal import PROMPT, Terminal, start, terminals, workspace  # noqa: F401
 
 TASKS_SCRIPT = str(Path(tasks_server.__file__))
 # CI installs tmux (.ci/run); elsewhere a machine without it skips the REPL tests.

@@ -22,8 +22,8 @@ from agent.tools.search import FIND_TOOLS, SearchBudget, ToolIndex, ToolSearch, 
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.fake_model import FakeModel, FakeTools, answer, calls
+from tests.support.repl import drive
 from tests.support.servers import SUPPORT, settings_for, stdio
-from tests.ui.test_repl import drive
 
 MANY_SERVER = str(SUPPORT / "many_tools_server.py")
 KLINGON = "many__translate_klingon"

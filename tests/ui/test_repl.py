@@ -4,78 +4,35 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-import anyio
 import pytest
-from prompt_toolkit.history import InMemoryHistory
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
-from rich.console import Console
 
 from agent.approval import ApprovalPolicy
 from agent.config import ServerConfig, Settings
-from agent.memory import Memory
-from agent.react import Agent
 from agent.tools.registry import ToolRegistry
-from agent.tools.search import ToolSearch
-from agent.transcript import Transcript, load
-from agent.ui.input import ReplCompleter, prompt_session
-from agent.ui.render import EventRenderer
-from agent.ui.repl import Repl
+from agent.transcript import load
+from agent.ui.input import ReplCompleter
 from tests.support.fake_model import FakeModel, answer, calls
+from tests.support.repl import drive
 from tests.support.servers import time_server_command
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def registry(tmp_path: Path) -> AsyncIterator[ToolRegistry]:
+def registry_settings(tmp_path: Path) -> Settings:
     command, args = time_server_command()
-    settings = Settings(
+    return Settings(
         servers=(ServerConfig(name="time", type="stdio", command=command, args=tuple(args)),),
         state_dir=tmp_path,
     )
-    async with ToolRegistry(settings, reserved_names={"terminate"}) as reg:
-        assert await reg.connect_all() == []
-        yield reg
 
 
-async def drive(
-    registry: ToolRegistry,
-    model: FakeModel,
-    lines: list[str],
-    tmp_path: Path,
-    approval: ApprovalPolicy | None = None,
-    tool_search: ToolSearch | None = None,
-    settings: Settings | None = None,
-) -> tuple[str, Repl]:
-    out = io.StringIO()
-    console = Console(file=out, width=120, force_terminal=False, color_system=None)
-    transcript = Transcript.create(tmp_path, {})
-    memory = Memory(sink=transcript.append)
-    with create_pipe_input() as pipe:
-        session = prompt_session(InMemoryHistory(), input=pipe, output=DummyOutput())
-        agent = Agent(model, registry, memory, approval=approval, tool_search=tool_search)
-        repl = Repl(
-            console,
-            session,
-            agent,
-            registry,
-            settings or Settings(),
-            EventRenderer(console, stream_answer=True),
-            transcript,
-        )
-        if approval is not None and approval.ask is None:
-            approval.ask = repl.ask
-        for line in [*lines, "/exit"] if lines[-1:] != ["/exit"] else lines:
-            pipe.send_text(line + "\r")
-        with anyio.fail_after(30):
-            code = await repl.loop()  # ends at /exit
-    transcript.close()
-    assert code == 0
-    return out.getvalue(), repl
+@pytest.fixture
+def registry_options() -> dict[str, Any]:
+    return {"reserved_names": {"terminate"}}
 
 
 async def test_commands_and_a_turn_that_runs_a_tool(registry: ToolRegistry, tmp_path: Path) -> None:
