@@ -37,3 +37,10 @@ def test_every_relative_link_in_the_docs_leads_to_a_file() -> None:
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_the_tests_readme_names_every_folder_of_tests() -> None:
+    """A newcomer finds a module's tests through tests/README.md's table of folders."""
+    readme = (ROOT / "tests" / "README.md").read_text(encoding="utf-8")
+    folders = sorted({path.parent.name for path in (ROOT / "tests").glob("*/test_*.py")})
+    assert [name for name in folders if f"]({name}/)" not in readme] == []
