@@ -317,10 +317,15 @@ def _ended(word: str, code: int, report: bool) -> int:
     object a cancelled run prints (the run prints its own once it has begun)."""
     print(word, file=sys.stderr)
     if report:
-        usage = {"prompt_tokens": None, "completion_tokens": None}  # as _json_error's
-        cut = {"answer": None, "status": "cancelled", "steps": 0, "tool_calls": [], "usage": usage}
-        print(json.dumps({**cut, "error": word, "servers": []}))
+        print(_unbegun_run("cancelled", word))
     return code
+
+
+def _unbegun_run(status: str, error: str) -> str:
+    """The `--output json` object of a run that never began: nothing run, nothing used."""
+    usage = {"prompt_tokens": None, "completion_tokens": None}
+    run: dict[str, Any] = {"answer": None, "status": status, "steps": 0, "tool_calls": []}
+    return json.dumps({**run, "usage": usage, "error": error, "servers": []})
 
 
 def _output(value: str) -> Literal["text", "json"]:
@@ -397,9 +402,7 @@ def _json_error(args: list[str], message: str, status: str = "error") -> None:
         for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
     )
     if wants and args[:1] not in (["mcp"], ["trust"]):
-        usage = {"prompt_tokens": None, "completion_tokens": None}
-        failed = {"answer": None, "status": status, "steps": 0, "tool_calls": [], "usage": usage}
-        print(json.dumps({**failed, "error": message, "servers": []}))
+        print(_unbegun_run(status, message))
 
 
 def entry() -> None:

@@ -141,7 +141,8 @@ class Hooks:
         """PostToolUse hooks of a call that ran. Their context and feedback (exit 2, decision
         block) and the PreToolUse context follow the result for the model, outside its
         untrusted envelope: they are the user's words, not the server's."""
-        notes, warnings = list(pre.context), ()
+        notes = list(pre.context)
+        warnings: tuple[str, ...] = ()
         if self.has("PostToolUse"):
             response: dict[str, Any] = {
                 "content": strip_marker(observation.text),

@@ -128,9 +128,8 @@ def image_tokens(data: str) -> int:
     size = dimensions(data)
     if size is None or not all(size):
         return MAX_IMAGE_TOKENS
-    w, h = size
-    fit = min(1.0, 2048 / max(w, h))
-    w, h = w * fit, h * fit
+    fit = min(1.0, 2048 / max(size))
+    w, h = size[0] * fit, size[1] * fit
     shrink = min(1.0, 768 / min(w, h))
     w, h = w * shrink, h * shrink
     return BASE_TOKENS + TILE_TOKENS * math.ceil(w / 512) * math.ceil(h / 512)

@@ -159,7 +159,7 @@ class ServerRequests:
         if self.on_sampled is not None:
             self.on_sampled(server, reply.usage)
         if params.tools or params.tool_choice:
-            return result_with_tools(reply, names, self.model.model)  # type: ignore[no-any-return]
+            return result_with_tools(reply, names, self.model.model)
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(text=reply.content),

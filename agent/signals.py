@@ -46,7 +46,7 @@ def ending_signals_raise() -> Iterator[None]:
     def raise_ended(signum: int, frame: FrameType | None) -> None:
         raise SignalEnded(signum)
 
-    with _handled_by(ENDING_SIGNALS, raise_ended):
+    with _handled_by(tuple(ENDING_SIGNALS), raise_ended):
         yield
 
 

@@ -195,8 +195,8 @@ def _mistral(content: str, at: int) -> tuple[int, list[dict[str, Any]] | None]:
     rest = content[at:]
     lead = len(rest) - len(rest.lstrip())
     if rest.lstrip()[:1] in ("[", "{"):
-        end, items = _leading_objects(rest.lstrip())
-        return at + lead + end, items
+        end, leading = _leading_objects(rest.lstrip())
+        return at + lead + end, leading
     items: list[dict[str, Any]] = []
     decoder = json.JSONDecoder()
     pattern = re.compile(r"\s*(?:\[TOOL_CALLS\])?\s*([A-Za-z0-9_.\-]+)\[ARGS\]")

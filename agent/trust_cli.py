@@ -15,7 +15,7 @@ import typer
 
 from agent.config import Settings, default_state_dir
 from agent.errors import ConfigError
-from agent.trust import STORE_NAME, decide, describe, hint, load_store, real, remember
+from agent.trust import STORE_NAME, Answer, decide, describe, hint, load_store, real, remember
 
 trust_app = typer.Typer(
     add_completion=False,
@@ -42,12 +42,12 @@ def trust(
     environ = dict(os.environ)
     state_dir = default_state_dir(environ)
     if show:
-        for folder, answer in load_store(state_dir).items():
-            print(clean(f"{answer}\t{folder}"))
+        for folder, kept in load_store(state_dir).items():
+            print(clean(f"{kept}\t{folder}"))
         return
     if not real(path).is_dir():
         raise ConfigError(f"trust {path}: not a folder")
-    answer = None if forget else "never" if never else "trust"
+    answer: Answer | None = None if forget else "never" if never else "trust"
     store = remember(state_dir, path, answer)
     done = {"trust": "trusted", "never": "never trusted", None: "forgot"}[answer]
     print(clean(f"{done} {real(path)} (kept in {store})"))

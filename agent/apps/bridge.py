@@ -151,7 +151,8 @@ class AppView:
             if callback is not None:
                 callback(message)
             return
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
         if "id" not in message:
             self._notified(method, params, services)
             return

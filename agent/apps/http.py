@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import anyio
-from anyio.abc import SocketListener, SocketStream, TaskGroup
+from anyio.abc import Listener, SocketStream, TaskGroup
 
 LOOPBACK = "127.0.0.1"
 MAX_HEAD = 16_384
@@ -72,7 +72,7 @@ class LoopbackServer:
             self.ports.append(port)
             tg.start_soon(self._serve, listener, port)
 
-    async def _serve(self, listener: SocketListener, port: int) -> None:
+    async def _serve(self, listener: Listener[SocketStream], port: int) -> None:
         with anyio.CancelScope() as scope:  # cancelled by aclose
             self._scopes.append(scope)
             async with listener:

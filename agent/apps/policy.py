@@ -40,7 +40,8 @@ def origins(csp: Mapping[str, Any], key: str) -> list[str]:
 
 def content_security_policy(ui: Mapping[str, Any]) -> str:
     """The view's CSP: the spec's restrictive default plus the declared origins."""
-    csp = ui.get("csp") if isinstance(ui.get("csp"), Mapping) else {}
+    csp = ui.get("csp")
+    csp = csp if isinstance(csp, Mapping) else {}
     res = " ".join(origins(csp, "resourceDomains"))
     connect = " ".join(origins(csp, "connectDomains")) or "'none'"
     frames = " ".join(origins(csp, "frameDomains")) or "'none'"
@@ -64,18 +65,21 @@ def content_security_policy(ui: Mapping[str, Any]) -> str:
 
 def allow_attribute(ui: Mapping[str, Any]) -> str:
     """The iframe `allow` list: the permissions the page declared, and no others."""
-    asked = ui.get("permissions") if isinstance(ui.get("permissions"), Mapping) else {}
+    asked = ui.get("permissions")
+    asked = asked if isinstance(asked, Mapping) else {}
     return "; ".join(feature for key, feature in _PERMISSIONS.items() if key in asked)
 
 
 def granted(ui: Mapping[str, Any]) -> dict[str, Any]:
     """`hostCapabilities.sandbox`: what this host applied (the declared, valid parts)."""
-    csp = ui.get("csp") if isinstance(ui.get("csp"), Mapping) else {}
+    csp = ui.get("csp")
+    csp = csp if isinstance(csp, Mapping) else {}
     kept = {
         key: origins(csp, key)
         for key in ("connectDomains", "resourceDomains", "frameDomains", "baseUriDomains")
         if origins(csp, key)
     }
-    asked = ui.get("permissions") if isinstance(ui.get("permissions"), Mapping) else {}
-    permissions = {key: {} for key in _PERMISSIONS if key in asked}
+    asked = ui.get("permissions")
+    asked = asked if isinstance(asked, Mapping) else {}
+    permissions: dict[str, dict[str, Any]] = {key: {} for key in _PERMISSIONS if key in asked}
     return {"csp": kept, "permissions": permissions}

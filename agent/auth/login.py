@@ -76,7 +76,7 @@ class CallbackListener:
 
     def __init__(self, port: int = 0) -> None:
         self._wanted_port = port
-        self._listener: anyio.abc.SocketListener | None = None
+        self._listener: anyio.abc.Listener[SocketStream] | None = None
         self._result: AuthorizationCodeResult | None = None
         self._error: str | None = None
         self._arrived = anyio.Event()
@@ -90,7 +90,7 @@ class CallbackListener:
         """Take the port now: the redirect URI must be known before the client registers.
         Browsers that arrive before `wait` serves them queue in the socket's backlog."""
         try:
-            self._listener = await anyio.create_tcp_listener(
+            listener = await anyio.create_tcp_listener(
                 local_host="127.0.0.1", local_port=self._wanted_port
             )
         except OSError as exc:
@@ -98,7 +98,8 @@ class CallbackListener:
                 f"cannot listen on 127.0.0.1:{self._wanted_port} for the login callback "
                 f"({exc.strerror}); free the port or change 'redirect_port'"
             ) from None
-        self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
+        self._listener = listener
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
 
     async def aclose(self) -> None:
         if self._listener is not None:

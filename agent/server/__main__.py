@@ -17,7 +17,7 @@ if not __package__:  # run as a file (`python -P .../agent/server/__main__.py`):
 
 from agent.server.app import build_server
 
-TRANSPORTS = {"stdio": "stdio", "sse": "sse", "http": "streamable-http"}
+TRANSPORTS = ("http", "sse", "stdio")  # http is the SDK's "streamable-http"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m agent.server",
         description="The bundled MCP server: bash, file tools confined to a root, time.",
     )
-    parser.add_argument("--transport", choices=sorted(TRANSPORTS), default="stdio")
+    parser.add_argument("--transport", choices=TRANSPORTS, default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="sse/http bind address")
     parser.add_argument("--port", type=int, default=8000, help="sse/http port")
     parser.add_argument("--root", default=".", help="workspace root for the file tools and bash")
@@ -35,12 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    transport = TRANSPORTS[args.transport]
     try:
-        if transport == "stdio":
-            server.run("stdio")
+        if args.transport == "sse":
+            server.run("sse", host=args.host, port=args.port)
+        elif args.transport == "http":
+            server.run("streamable-http", host=args.host, port=args.port)
         else:
-            server.run(transport, host=args.host, port=args.port)  # type: ignore[arg-type]
+            server.run("stdio")
     except KeyboardInterrupt:
         return 130
     return 0

@@ -182,7 +182,7 @@ def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
         if not target.exists():
             raise ToolError(f"'{path}' does not exist")
         limit = min(timeout, MAX_SEARCH_TIMEOUT)
-        job = {"root": str(ws.root), "target": str(target), "pattern": pattern}
+        job: dict[str, object] = {"root": str(ws.root), "target": str(target), "pattern": pattern}
         job |= {"glob": glob, "limit": SEARCH_LIMIT}
         # A worker process: a pathological pattern runs out its deadline there and is
         # killed, instead of holding this server's GIL (see agent/server/search.py).

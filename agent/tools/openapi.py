@@ -233,7 +233,8 @@ class OpenAPIServer(ToolServer):
                     warnings.append(f"{where} skipped: {problem}")
                     continue
                 name = _tool_name(method, path, op)
-                shared = item.get("parameters") if isinstance(item.get("parameters"), list) else []
+                shared = item.get("parameters")
+                shared = shared if isinstance(shared, list) else []
                 budget = Budget(min(SCHEMA_NODES, document.left))
                 try:
                     schema, has_body = _input_schema(op, doc, shared, budget)

@@ -27,7 +27,7 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
         return schema
     body = {k: v for k, v in schema.items() if k not in _DEFINITIONS}
     try:
-        return resolve_refs(body, schema, budget=Budget(SCHEMA_NODES), refuse_cycles=True)  # type: ignore[no-any-return]
+        return resolve_refs(body, schema, budget=Budget(SCHEMA_NODES), refuse_cycles=True)
     except SchemaCycle as cycle:
         raise UnusableSchema(f"its inputSchema refers to itself ({cycle})") from None
     except RecursionError:

@@ -183,14 +183,16 @@ def parse_card(doc: Any, home: str, where: str) -> ServerCard:
     if not usable:
         raise ConnectProblem(f"server card {where} names no streamable-http or sse endpoint")
     kind, url = min(usable, key=lambda item: item[0] != "streamable-http")
-    description = doc.get("description") if isinstance(doc.get("description"), str) else ""
+    description = doc.get("description")
+    description = description if isinstance(description, str) else ""
     return ServerCard(doc["name"], doc["version"], description, url, TRANSPORTS[kind], where)
 
 
 def _fill(remote: dict[str, Any], where: str) -> str:
     """The remote's URL with its `{variables}` set to their defaults."""
     url = str(remote.get("url") or "")
-    variables = remote.get("variables") if isinstance(remote.get("variables"), dict) else {}
+    variables = remote.get("variables")
+    variables = variables if isinstance(variables, dict) else {}
 
     def value(match: re.Match[str]) -> str:
         spec = variables.get(match.group(1))

@@ -77,7 +77,7 @@ class ResultStore:
             path = self.folder / f"{handle}.txt"  # kept before this session was resumed
             if path.is_file():
                 kept = self._kept[handle] = _Kept(path, "kept result", path.stat().st_size)
-        if kept is None:
+        if kept is None or not isinstance(handle, str):
             known = ", ".join(self._kept) or "none yet"
             return error_observation(None, f"{READ_RESULT}: no result {handle!r} (kept: {known})")
         offset, limit = arguments.get("offset", 0), arguments.get("limit", DEFAULT_PAGE)
@@ -103,7 +103,8 @@ class ResultStore:
             regex = re.compile(pattern)
         except re.error as exc:
             return error_observation(None, f"{READ_RESULT}: `pattern` is not a regex ({exc})")
-        lines, at, total = [], 0, 0
+        lines: list[str] = []
+        at = total = 0
         for line in text.splitlines(keepends=True):
             if at >= offset and regex.search(line):
                 total += 1

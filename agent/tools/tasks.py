@@ -109,7 +109,7 @@ class TaskHandle(types.Result):
     """A `CreateTaskResult` of the extension (`resultType: "task"`): the task's seed state."""
 
     model_config = ConfigDict(extra="allow")
-    result_type: Literal["task"] = "task"  # type: ignore[assignment]
+    result_type: Literal["task"] = "task"
     task_id: str
     status: str = "working"
     status_message: str | None = None
@@ -233,7 +233,8 @@ async def _outcome(run: TaskRun, snapshot: dict[str, Any]) -> types.CallToolResu
     if state.status == "completed" and isinstance(snapshot.get("result"), dict):
         return types.CallToolResult.model_validate(snapshot["result"], by_name=False)
     if state.status == "failed":
-        error = snapshot.get("error") if isinstance(snapshot.get("error"), dict) else {}
+        error = snapshot.get("error")
+        error = error if isinstance(error, dict) else {}
         why = error.get("message") or state.message or "no reason given"
         return _error(f"task {state.task_id} failed: {why}")
     return _error(f"task {state.task_id} was {state.status}: {state.message or 'no reason given'}")

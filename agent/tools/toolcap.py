@@ -50,6 +50,7 @@ def _object(
         if text[index] != ":" or not isinstance(key, str):
             raise ValueError("bad key")
         index = _skip(text, index + 1)
+        value: Any
         if key == path[0] and len(path) == 1 and text[index] == "[":
             value, index, held = _capped_array(text, index, limit)
         elif key == path[0] and len(path) > 1 and text[index] == "{":

@@ -39,7 +39,8 @@ def tool_ui(meta: Mapping[str, Any] | None) -> tuple[str | None, tuple[str, ...]
     hide a tool from the model, and "app" alone is the only value that does.
     """
     meta = meta if isinstance(meta, Mapping) else {}
-    ui = meta.get("ui") if isinstance(meta.get("ui"), Mapping) else {}
+    ui = meta.get("ui")
+    ui = ui if isinstance(ui, Mapping) else {}
     uri = ui.get("resourceUri") or meta.get(LEGACY_URI_KEY)
     uri = uri if isinstance(uri, str) and is_app_uri(uri) else None
     seen = ui.get("visibility")

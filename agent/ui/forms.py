@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from rich.console import Console
@@ -113,7 +113,7 @@ _FORMATS: dict[str, Callable[[str], object]] = {
 }
 
 
-def _raise() -> None:
+def _raise() -> NoReturn:
     raise ValueError
 
 

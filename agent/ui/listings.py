@@ -17,7 +17,7 @@ from rich.text import Text
 from agent.hook_files import HookSet
 from agent.tools.base import ServerStatus, ToolSpec
 from agent.tools.tasks import TaskState
-from agent.ui.layout import Column, Indented, show_table
+from agent.ui.layout import Cell, Column, Indented, show_table
 from agent.ui.safe import clean
 
 DESCRIPTION_CUT = 100  # characters of a description's first line in a listing
@@ -125,7 +125,7 @@ def show_servers(
         *([Column("auth", label="auth")] if auth else []),
         Column("last error", label="last error"),
     ]
-    rows = []
+    rows: list[list[Cell]] = []
     for st in statuses:
         # After a successful reconnect the last error is history: shown, but dimmed.
         error_style = "dim" if st.state == "ready" else ""
@@ -221,7 +221,7 @@ def show_tasks(console: Console, tasks: Sequence[TaskState]) -> bool:
         Column("message", label="message"),
     ]
     ordered = [t for t in tasks if t.running] + [t for t in tasks if not t.running]
-    rows = [
+    rows: list[list[Cell]] = [
         [
             clean(t.task_id),
             clean(f"{t.server} › {t.tool}" if t.tool else f"{t.server} (listed by it)"),
