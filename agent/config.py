@@ -27,6 +27,7 @@ from agent.config_checks import check_keys, check_trust
 from agent.config_files import default_files, find_mcp_config
 from agent.dialects import Dialects, InputAsker, declared_inputs
 from agent.errors import ConfigError
+from agent.login_files import stored_secrets
 from agent.redact import PATTERNS_ONLY, Redactor, header_secrets, is_secret_name
 from agent.saved_approvals import load as load_approvals
 from agent.saved_approvals import with_saved as with_saved_approvals
@@ -283,8 +284,6 @@ def secret_values(settings: Settings, environ: Mapping[str, str]) -> list[str]:
         values += [v for k, v in server.env.items() if is_secret_name(k)]
         values += server.secrets
     values += [v for k, v in environ.items() if is_secret_name(k) and k.isupper()]
-    from agent.auth.store import stored_secrets  # here: it loads the SDK's auth models
-
     values += stored_secrets(settings.state_dir)  # tokens kept on disk by earlier logins
     return [v for v in values if v]
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 import sys
 
 import anyio
-from rich.console import Console
 from rich.text import Text
 
-from agent.auth.login import LoginHost
 from agent.auth.provider import auth_words, forget
 from agent.config import ServerConfig, Settings
 from agent.errors import AgentError, ConfigError, ToolServerError
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
+from agent.ui.login_host import terminal_host
 from agent.ui.safe import SafeConsole
 
 
@@ -39,19 +38,6 @@ def login_server(settings: Settings, name: str) -> ServerConfig:
         )
         raise ConfigError(f"--login {name}: this server does not log in: {why}")
     return config
-
-
-async def _paste_from_terminal() -> str:
-    return await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-
-
-def terminal_host(console: Console, *, paste: bool) -> LoginHost:
-    def notify(line: str) -> None:
-        console.print(Text(line))
-        if paste:
-            console.print(Text("(or paste here the address the browser ends on)", style="dim"))
-
-    return LoginHost(interactive=True, notify=notify, paste=_paste_from_terminal if paste else None)
 
 
 async def _login(settings: Settings, name: str) -> int:

@@ -581,8 +581,8 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
     """
     from prompt_toolkit.history import FileHistory, InMemoryHistory  # only the REPL needs them
 
-    from agent.login import terminal_host
     from agent.ui.input import PipedLines, ReplCompleter, history_file, prompt_session
+    from agent.ui.login_host import terminal_host
     from agent.ui.repl import Repl
 
     console, stderr = SafeConsole(), SafeConsole(stderr=True)

@@ -23,14 +23,70 @@ def import_graph() -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            graph[name] |= {t for t in targets if t in modules and t not in ("agent", name)}
+        targets = imports_in(ast.parse(path.read_text(encoding="utf-8")))
+        graph[name] |= {t for t in targets if t in modules and t not in ("agent", name)}
     return graph
+
+
+def imports_in(tree: ast.AST) -> set[str]:
+    """Every name an import statement anywhere in `tree` could bring in (`from a import b`:
+    both `a` and `a.b`, since b may be a module)."""
+    targets: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            targets |= {a.name for a in node.names}
+    return targets
+
+
+# Top to bottom; a module may import its own layer and those below it, never one above,
+# at module level or inside a function (a lazy import still ties the layers together).
+# A module's layer is its longest listed prefix, so a new module must be placed here.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # entry points: the commands, and the bundled server (a program of its own)
+    ("agent.cli", "agent.login", "agent.mcp_cli", "agent.trust_cli", "agent.server"),
+    ("agent.session", "agent.session_hooks"),  # builds a run and hands it to a front end
+    # front ends and what they show or answer: REPL, app views, resources, skills, server asks
+    ("agent.ui", "agent.apps.host", "agent.catalog", "agent.skills", "agent.server_requests"),
+    # the loop and what it calls on each step
+    ("agent.react", "agent.compaction", "agent.hooks", "agent.textcalls", "agent.events")
+    + ("agent.vision", "agent.approval"),
+    ("agent.tools", "agent.auth", "agent.apps"),  # tool servers, their logins, app pages
+    # settings and the files they come from; the model client
+    ("agent.config", "agent.config_checks", "agent.config_files", "agent.dialects")
+    + ("agent.trust", "agent.saved_approvals", "agent.hook_files", "agent.skill_files")
+    + ("agent.login_files", "agent.transcript", "agent.llm", "agent.prices")
+    + ("agent.sampling_tools", "agent.local", "agent.telemetry", "agent.telemetry_open")
+    + ("agent.telemetry_otel",),
+    # leaves: secrets, messages, images, errors, process hygiene
+    ("agent.redact", "agent.memory", "agent.images", "agent.errors", "agent.text")
+    + ("agent.private", "agent.signals", "agent.malloc"),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of `module`'s longest listed prefix (None: not placed)."""
+    best: tuple[int, int] | None = None  # (prefix length, layer)
+    for index, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(f"{name}.")) and (
+                best is None or len(name) > best[0]
+            ):
+                best = (len(name), index)
+    return None if best is None else best[1]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`importer -> imported` for every import of a layer above the importer's."""
+    found = []
+    for name, deps in sorted(graph.items()):
+        here = layer_of(name)
+        for dep in sorted(deps):
+            there = layer_of(dep)
+            if here is not None and there is not None and there < here:
+                found.append(f"{name} -> {dep}")
+    return found
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -70,6 +126,26 @@ def test_lower_layers_never_import_upper_ones() -> None:
             assert "agent.session" not in deps, f"{name} imports the session; pass it down"
     assert not {d for d in graph["agent.redact"] if d != "agent.errors"}, graph["agent.redact"]
     assert not any(d.startswith("agent.ui") for d in graph["agent.ui.input"])
+
+
+def test_every_module_has_a_layer() -> None:
+    graph = import_graph()
+    assert [name for name in graph if name != "agent" and layer_of(name) is None] == []
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    graph = import_graph()
+    assert "agent.login_files" in graph["agent.config"]  # the graph sees function bodies too
+    assert upward_imports(graph) == []
+    # config reads the stored logins' secrets itself, not through the auth layer above it
+    assert "agent.auth.store" not in graph["agent.config"]
+
+
+def test_the_layer_check_finds_an_import_from_above() -> None:
+    graph = {"agent.config": {"agent.auth.store", "agent.errors"}, "agent.auth.store": set()}
+    assert upward_imports(graph) == ["agent.config -> agent.auth.store"]
+    late = "def f():\n    from agent.auth.store import token_file\n"
+    assert imports_in(ast.parse(late)) == {"agent.auth.store", "agent.auth.store.token_file"}
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

@@ -27,7 +27,8 @@ import anyio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 from mcp.shared.auth_utils import resource_url_from_server_url
 
-FOLDER = "oauth"
+from agent.login_files import login_folder
+
 LOCK_WAIT = 60.0  # seconds a refresh waits for another run's refresh of the same tokens
 LOCK_POLL = 0.05
 
@@ -40,7 +41,7 @@ def canonical_url(url: str) -> str:
 
 def token_file(state_dir: Path, url: str) -> Path:
     digest = hashlib.sha256(canonical_url(url).encode()).hexdigest()[:24]
-    return state_dir / FOLDER / f"{digest}.json"
+    return login_folder(state_dir) / f"{digest}.json"
 
 
 @dataclass(frozen=True)
@@ -200,25 +201,3 @@ class FileTokenStorage:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-
-
-def stored_secrets(state_dir: Path) -> list[str]:
-    """Every token and client secret in the store: secrets to the redactor from the start."""
-    found: list[str] = []
-    for path in sorted((state_dir / FOLDER).glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        tokens = data.get("tokens") or {}
-        client = data.get("client") or {}
-        for value in (
-            tokens.get("access_token"),
-            tokens.get("refresh_token"),
-            client.get("client_secret"),
-        ):
-            if isinstance(value, str) and value:
-                found.append(value)
-    return found
