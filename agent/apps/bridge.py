@@ -74,7 +74,6 @@ class AppView:
     theme: str = "light"
     initialized: bool = False
     closed: bool = False
-    app_info: dict[str, Any] = field(default_factory=dict)
     size: dict[str, Any] = field(default_factory=dict)
     _outbox: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -110,12 +109,6 @@ class AppView:
         `poll_wait` seconds, so a page silent for longer is gone)."""
         alive = time.monotonic() - self._last_poll < poll_wait + 5
         return self.initialized and not self.closed and alive
-
-    def result_shown(self, arguments: dict[str, Any], result: dict[str, Any] | None) -> None:
-        """A (new) run of the tool: its input and result, once the view is initialized."""
-        self.arguments, self.result = arguments, result
-        if self.initialized:
-            self._push_tool_data()
 
     def _push_tool_data(self) -> None:
         if self.arguments is not None:
@@ -193,8 +186,6 @@ class AppView:
     async def _answer(self, method: str, params: dict[str, Any], services: Services) -> Any:
         match method:
             case "ui/initialize":
-                info = params.get("appInfo")
-                self.app_info = info if isinstance(info, dict) else {}
                 return self._initialize_result()
             case "ping":
                 return {}

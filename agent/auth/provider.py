@@ -49,10 +49,6 @@ CLIENT_NAME = "mcp-agent"
 ANSWER_LIMIT = 300  # characters of a failing server answer quoted in an error
 
 
-class LoginProblem(Exception):
-    """A login step failed; the message names the step and the server's answer."""
-
-
 class NoLoginOffered(Exception):
     """A 401 that names no way to log in, in a run that may not explore one."""
 

@@ -50,7 +50,6 @@ class AuthState:
 
     logged_in: bool
     expires_at: float | None = None
-    refreshable: bool = False
 
 
 class FileTokenStorage:
@@ -109,7 +108,6 @@ class FileTokenStorage:
         return AuthState(
             logged_in=True,
             expires_at=float(expires) if isinstance(expires, int | float) else None,
-            refreshable=bool(tokens.get("refresh_token")),
         )
 
     def forget_tokens(self) -> bool:
