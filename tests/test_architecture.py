@@ -52,7 +52,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the loop and what it calls on each step
     ("agent.react", "agent.compaction", "agent.hooks", "agent.textcalls", "agent.events")
     + ("agent.vision", "agent.approval"),
-    ("agent.tools", "agent.auth", "agent.apps"),  # tool servers, their logins, app pages
+    # tool servers, their logins, app pages; the one module that touches the SDK's privates
+    ("agent.tools", "agent.auth", "agent.apps", "agent.sdk_private"),
     # settings and the files they come from; the model client
     ("agent.config", "agent.config_checks", "agent.config_files", "agent.dialects")
     + ("agent.trust", "agent.saved_approvals", "agent.hook_files", "agent.skill_files")
