@@ -581,7 +581,13 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
     """
     from prompt_toolkit.history import FileHistory, InMemoryHistory  # only the REPL needs them
 
-    from agent.ui.input import PipedLines, ReplCompleter, history_file, prompt_session
+    from agent.ui.input import (
+        PipedLines,
+        ReplCompleter,
+        history_file,
+        prompt_session,
+        typeahead_unechoed,
+    )
     from agent.ui.login_host import terminal_host
     from agent.ui.repl import Repl
 
@@ -652,7 +658,8 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
                 else:
                     session.completer = ReplCompleter(repl)
                 try:
-                    return await repl.loop()
+                    with typeahead_unechoed(sys.stdin):  # drawn once, by the prompt
+                        return await repl.loop()
                 finally:
                     agent.telemetry.flush()
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import termios
 import threading
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from pathlib import Path
@@ -160,6 +161,35 @@ class PipedLines:
                 return "\n".join([*lines, line])
             lines.append(line[:-1])
         return "\n".join(lines) if lines else None
+
+
+@contextlib.contextmanager
+def typeahead_unechoed(stream: TextIO) -> Iterator[None]:
+    """Keys typed while the REPL works (a turn, a command) wait, unechoed, for the prompt.
+
+    In its ordinary mode a terminal echoes each key where the cursor happens to be: a line
+    typed during a turn was drawn twice (in the middle of the answer, then by the prompt
+    that reads it), and the echo (or Ctrl-C's `^C`) moved the cursor under rich's live
+    region, whose next redraw then left a copy of its first line behind. Only ECHO goes:
+    lines still gather (ICANON), Ctrl-C still interrupts (ISIG), each prompt's raw mode
+    saves and restores this state, and the terminal gets its own state back at the end.
+    """
+    try:
+        fd = stream.fileno()
+        saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    except (OSError, ValueError, termios.error):  # not a terminal (a pipe, a test's StringIO)
+        saved = None
+    if saved is None:
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] = saved[3] & ~termios.ECHO  # lflag
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(termios.error):  # the terminal went away
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def history_file(settings: Settings) -> Path:

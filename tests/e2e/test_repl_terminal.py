@@ -216,3 +216,40 @@ def test_a_padded_command_keeps_its_beginning_on_screen_at_approval(
         term.type("/exit")
         assert term.exit_code() == 0
     assert "command: rm -rf ~/nothing-here⟨20,000 spaces⟩; echo done" in screen, screen
+
+
+def test_keys_typed_during_a_turn_are_drawn_once(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    """Keys typed while a turn runs wait for the prompt, which draws them; the terminal does
+    not echo them where the cursor is. The echo showed a typed line twice (in the answer and
+    at the prompt), and moved the cursor under the live answer, whose redraw then left a
+    copy of its first line behind (text typed, then Ctrl-C: the answer drawn twice)."""
+    script = [
+        text("Start of answer. " + "word " * 600, chunk=8, pace=0.05),  # 19 s: until Ctrl-C
+        tool_calls(("local__bash", {"command": "sleep 3"})),
+        text("slept"),
+        text("got the typed line"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        term = start(terminals, llm, workspace, "typed-during-a-turn")
+        term.type("first")
+        term.wait_for(r"Start of answer\. word word")
+        term.type("typed then cancelled", enter=False)
+        term.send("C-c")
+        term.wait_for(r"cancelled" + PROMPT, timeout=10)
+
+        term.type("sleep please")
+        term.wait_for(r"Run local › bash")
+        term.type("y")
+        term.wait_for(r"▸ local › bash")
+        term.type("typed during the tool")  # the tool sleeps 3 s: the turn is still running
+        term.wait_for(r"got the typed line[ ]*" + PROMPT)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert screen.count("Start of answer.") == 1, screen  # no copy left by the live answer
+    assert "typed then cancelled" not in screen and "^C" not in screen, screen
+    assert screen.count("typed during the tool") == 1, screen  # drawn by the prompt only
+    assert "› typed during the tool" in screen, screen
+    assert llm.requests[-1]["messages"][-1]["content"] == "typed during the tool"
