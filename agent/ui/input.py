@@ -19,7 +19,9 @@ from typing import Any, Protocol, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.completion.base import get_common_complete_suffix
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import has_completions
 from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
@@ -49,6 +51,25 @@ def input_key_bindings() -> KeyBindings:
     @bindings.add("escape", "enter")
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
+
+    @bindings.add("tab", filter=~has_completions)
+    def _complete(event: KeyPressEvent) -> None:
+        """What the REPL knows is completed at once; only the servers' own completions
+        wait. prompt-toolkit completes in a task of its own: a Tab and an Enter read
+        together sent the line as typed (`/he`) and then drew it completed (`/help`)."""
+        buffer = event.current_buffer
+        asked = CompleteEvent(completion_requested=True)
+        known = (
+            list(buffer.completer.get_completions(buffer.document, asked))
+            if buffer.completer
+            else []
+        )
+        if len(known) == 1:
+            buffer.apply_completion(known[0])
+            return
+        if common := get_common_complete_suffix(buffer.document, known):
+            buffer.insert_text(common)
+        buffer.start_completion(insert_common_part=True)
 
     @bindings.add("enter")
     def _enter(event: KeyPressEvent) -> None:

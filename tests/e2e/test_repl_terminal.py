@@ -253,3 +253,19 @@ def test_keys_typed_during_a_turn_are_drawn_once(
     assert screen.count("typed during the tool") == 1, screen  # drawn by the prompt only
     assert "› typed during the tool" in screen, screen
     assert llm.requests[-1]["messages"][-1]["content"] == "typed during the tool"
+
+
+def test_tab_and_enter_read_together_send_the_completed_line(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    """A Tab and an Enter that arrive in one read (fast typing, a busy machine): the line is
+    completed before it is sent, so the command run is the one on screen (it was drawn
+    `/help` and run as `/he`)."""
+    with ScriptedLLM() as llm:
+        term = start(terminals, llm, workspace, "tab-enter")
+        term.send("/", "h", "e", "Tab", "Enter")  # one send-keys: one write to the terminal
+        term.wait_for(r"/quit\s+leave|unknown command")
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert "› /help" in screen and "unknown command" not in screen, screen
