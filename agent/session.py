@@ -50,7 +50,6 @@ from agent.skills import Skills, merged_tools, open_skills
 from agent.telemetry_open import open_telemetry
 from agent.text import valid_unicode
 from agent.tools.base import ServerStatus
-from agent.tools.mcp import hasten_shutdown
 from agent.tools.prestart import Prestarts
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
@@ -549,7 +548,7 @@ async def _single(
             logs.flush()
             record.servers = server_states(registry)
             report()
-            hasten_shutdown()  # the process ends next: servers get a short grace
+            registry.hasten_shutdown()  # the process ends next: servers get a short grace
     finally:
         report()
         if agent is not None:

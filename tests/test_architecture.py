@@ -158,8 +158,6 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 # -- one seam to the mcp SDK
 
 SDK_SEAM = "agent.sdk_private"  # the one module that may reach private SDK names
-# Patches the SDK's stdio transport until ours replaces it (then this goes).
-STDIO_UNTIL_OUR_TRANSPORT = ("agent.tools.mcp_stdio",)
 SDK_PACKAGES = ("mcp", "mcp_types")
 
 
@@ -241,7 +239,7 @@ def test_only_the_seam_module_reaches_private_sdk_names() -> None:
     reaches = {
         name: found
         for name, path in files.items()
-        if name not in (SDK_SEAM, *STDIO_UNTIL_OUR_TRANSPORT)
+        if name != SDK_SEAM
         and (found := private_sdk_reaches(ast.parse(path.read_text(encoding="utf-8")), sdk_names))
     }
     assert reaches == {}, f"private SDK names outside {SDK_SEAM}: {reaches}"

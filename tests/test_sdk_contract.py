@@ -146,12 +146,13 @@ async def test_the_hooks_are_called_through_the_sdk_steps() -> None:
     assert vars(provider)["_initialized"] is False
 
 
-def test_the_stdio_pieces_mcp_stdio_replaces_are_still_there() -> None:
-    """agent/tools/mcp_stdio.py still replaces these until our own stdio transport lands."""
-    import mcp.client.stdio as stdio
+def test_the_public_pieces_our_stdio_transport_builds_on_are_there() -> None:
+    """Not private, but what agent/tools/mcp_stdio.py is written against."""
+    from mcp import StdioServerParameters
+    from mcp.client import Transport
+    from mcp.client.stdio import get_default_environment
 
-    for name in ("_stop_server_process", "_parse_line", "_create_platform_compatible_process"):
-        assert callable(getattr(stdio, name)), name
-    assert isinstance(stdio.PROCESS_TERMINATION_TIMEOUT, float)
-    assert "TextReceiveStream" in vars(stdio)
-    assert _params(stdio._parse_line) == ["line"]
+    assert Transport is not None and "PATH" in get_default_environment()
+    fields = set(StdioServerParameters.model_fields)
+    assert {"command", "args", "env", "cwd", "encoding", "encoding_error_handler"} <= fields
+    assert callable(types.jsonrpc_message_adapter.validate_json)

@@ -319,6 +319,11 @@ class ToolServer(ABC):
         """What a connect that is taking long is doing, in words ("" if nothing to say)."""
         return ""
 
+    def hasten_shutdown(self) -> None:
+        """The process ends once the servers are closed: a server that waits for one to
+        exit on its own may wait less (a stdio server's grace after stdin closes)."""
+        return None  # most servers stop at once
+
     async def _tell_if_slow(self, gen: _Generation) -> float:
         """Wait a little; if a launcher's server has not answered yet, say why we wait.
 

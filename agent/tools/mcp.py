@@ -25,7 +25,7 @@ import httpx2
 import mcp.types as types
 import pydantic
 from anyio.abc import TaskGroup
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 from mcp.client.subscriptions import (
@@ -67,15 +67,7 @@ from agent.tools.mcp_http import (
     combined_eras,
     http_hint,
 )
-from agent.tools.mcp_stdio import (
-    _adopt,
-    _read_some,
-    _tool_cap,
-    _ToolCap,
-    _watch_end,
-)
-from agent.tools.mcp_stdio import _WholeLines as _WholeLines  # re-exported: tests
-from agent.tools.mcp_stdio import hasten_shutdown as hasten_shutdown  # re-exported: session
+from agent.tools.mcp_stdio import StopGrace, ToolCap, _read_some, _watch_end, stdio_transport
 from agent.tools.mcp_tasks import (
     call_as_legacy_task,
     declares_tasks_extension,
@@ -179,7 +171,8 @@ class MCPServerConnection(ToolServer):
         self._http_error: str | None = None  # the last failed HTTP exchange (http transport)
         self._endpoint_path = httpx2.URL(config.url).path if config.url else ""
         self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
-        self._cap = _ToolCap(self.max_tools)
+        self._cap = ToolCap(self.max_tools)
+        self.stop_grace = StopGrace()  # a stdio server's, after its stdin closes
         self.list_warnings: list[str] = []  # tools skipped as malformed, for the registry
         self._task_support: dict[str, str | None] = {}  # execution.taskSupport (2025-11-25)
 
@@ -210,8 +203,6 @@ class MCPServerConnection(ToolServer):
         self._log_start = self._log_bytes
         _route_sdk_logs()
         _connection_log.set(self._write_log)  # inherited by the transport's tasks
-        if self.config.include_tools is None:  # else the wanted ones may lie past the cap
-            _tool_cap.set(self._cap)
         if self.card is None and server_card.wants_card(self.config):
             await self._read_card()
         try:
@@ -241,6 +232,9 @@ class MCPServerConnection(ToolServer):
     def pending_step(self) -> str:
         step = self.auth.step if self.auth is not None else ""
         return f"login step: {step}" if step else ""
+
+    def hasten_shutdown(self) -> None:
+        self.stop_grace.hasten()
 
     async def _handshake(self, stack: contextlib.AsyncExitStack) -> Client:
         """Open the transport and shake hands in the configured era, or decide it.
@@ -326,8 +320,15 @@ class MCPServerConnection(ToolServer):
             errlog = await self._stderr_pipe(stack, started.stderr if started else None)
             if started is not None:
                 started.stderr = -1  # the log pump owns it now
-            _adopt.set([started] if started is not None else None)
-            return stdio_client(params, errlog=errlog)
+            return stdio_transport(
+                params,
+                errlog=errlog,
+                prestarted=started,
+                # Else the wanted ones may lie past the cap.
+                tool_cap=self._cap if cfg.include_tools is None else None,
+                stop=self.stop_grace,
+                log=self._write_log,
+            )
         if cfg.type == "sse":
             return sse_client(
                 cfg.url or "",

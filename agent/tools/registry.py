@@ -282,6 +282,11 @@ class ToolRegistry:
         assert self._tg is not None
         return await self._tg.__aexit__(exc_type, exc, tb)
 
+    def hasten_shutdown(self) -> None:
+        """The process ends once the servers are closed: each may take less time to stop."""
+        for server in self.servers.values():
+            server.hasten_shutdown()
+
     async def aclose(self) -> None:
         """Close all servers concurrently, shielded so Ctrl-C cannot leak processes."""
         with anyio.CancelScope(shield=True):

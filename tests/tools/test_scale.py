@@ -14,7 +14,7 @@ import anyio
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from agent.tools.mcp import _WholeLines
+from agent.tools.mcp_stdio import WholeLines as _WholeLines
 from agent.tools.registry import ToolRegistry
 from agent.tools.toolcap import cut_tool_list
 from tests.support.cli import run_cli
