@@ -11,19 +11,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from agent.compaction import SUMMARY_HEAD, SUMMARY_SYSTEM
 from agent.errors import ModelError
-from agent.events import Event, Notice, RunFinished
+from agent.events import Notice, RunFinished
 from agent.llm import Reply, Usage
 from agent.memory import Memory, estimate_tokens
 from agent.react import Agent
 from agent.transcript import load
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls
-from tests.support.fake_model import FakeModel, FakeTools
+from tests.support.fake_model import FakeModel, FakeTools, drain
 from tests.support.servers import time_server_command
 
 LONG = "The answer, at length. " * 90  # ~2,000 characters
@@ -109,11 +108,6 @@ def summarise(label: str, seen: list[list[dict[str, Any]]]) -> Any:
         return Reply(label, (), Usage(50, 10), "stop")
 
     return reply
-
-
-async def drain(agent: Agent, request: str) -> list[Event]:
-    with anyio.fail_after(10):
-        return [event async for event in agent.run(request)]
 
 
 async def echo(args: dict[str, Any]) -> str:

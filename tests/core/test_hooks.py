@@ -18,7 +18,7 @@ from agent.hook_files import Hook, HookSet, load_hooks
 from agent.hooks import Hooks
 from agent.trust import decide, describe
 from tests.support.cli import run_cli
-from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
 
 
 def hook_script(tmp_path: Path, name: str, body: str) -> str:
@@ -42,10 +42,6 @@ def on(matcher: str, command: str, timeout: float | None = None) -> list[dict[st
     if timeout is not None:
         entry["timeout"] = timeout
     return [{"matcher": matcher, "hooks": [entry]}]
-
-
-def tool_messages(request: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
 GUARD = """

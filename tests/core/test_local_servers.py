@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from rich.console import Console
 from starlette.applications import Starlette
@@ -48,13 +47,8 @@ from tests.support.fake_llm import (
     stream_error,
     text,
 )
-from tests.support.fake_model import FakeModel, FakeTools, answer, calls
+from tests.support.fake_model import FakeModel, FakeTools, answer, calls, drain
 from tests.support.servers import free_port, time_server_command
-
-
-async def drain(agent: Agent, request: str) -> list[Event]:
-    with anyio.fail_after(30):
-        return [event async for event in agent.run(request)]
 
 
 def notices(events: list[Event]) -> list[str]:

@@ -21,14 +21,9 @@ from agent.events import (
 from agent.llm import Reply, ToolCall, Usage
 from agent.memory import Memory
 from agent.react import Agent
-from tests.support.fake_model import FakeModel, FakeTools, answer, calls, sleep_then
+from tests.support.fake_model import FakeModel, FakeTools, answer, calls, drain, sleep_then
 
 pytestmark = pytest.mark.anyio
-
-
-async def drain(agent: Agent, request: str) -> list[Event]:
-    with anyio.fail_after(10):
-        return [event async for event in agent.run(request)]
 
 
 def finished(events: list[Event]) -> RunFinished:

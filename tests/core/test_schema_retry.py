@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anyio
 import pytest
 
-from agent.events import Event, Notice, RunFinished
+from agent.events import Notice, RunFinished
 from agent.llm import OpenAIModel
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.simplify import refused_tool, simplified
 from tests.support.fake_llm import ScriptedLLM, Turn, error, text
-from tests.support.fake_model import FakeTools
+from tests.support.fake_model import FakeTools, drain
 
 pytestmark = pytest.mark.anyio
 
@@ -59,11 +58,6 @@ def strict(reply: str) -> Any:
         return error(400, REFUSAL) if '"format"' in json.dumps(fetch) else text(reply)
 
     return turn
-
-
-async def drain(agent: Agent, request: str) -> list[Event]:
-    with anyio.fail_after(30):
-        return [event async for event in agent.run(request)]
 
 
 async def ok(args: dict[str, Any]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import RUN_MCP, cli_env, run_cli
-from tests.support.fake_llm import ScriptedLLM, error, text, tool_calls
+from tests.support.fake_llm import ScriptedLLM, error, text, tool_calls, tool_messages
 from tests.support.servers import SUPPORT, everything_stdio_command, free_port, time_server_command
 
 
@@ -33,10 +33,6 @@ def everything_stdio_args() -> list[str]:
 def time_server_args() -> list[str]:
     command, args = time_server_command()
     return ["--server-command", " ".join([command, *args]), "--server-name", "time"]
-
-
-def tool_messages(request: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
 def test_single_shot_over_stdio_prints_only_the_answer(tmp_path: Path) -> None:

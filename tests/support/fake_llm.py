@@ -346,6 +346,11 @@ USER = [{"role": "user", "content": "hi"}]
 TOOL = {"type": "function", "function": {"name": "t__x", "parameters": {"type": "object"}}}
 
 
+def tool_messages(request: dict[str, Any]) -> list[str]:
+    """The contents of the tool messages in one recorded request (`llm.requests[i]`)."""
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
 def model_for(llm: ScriptedLLM, **kw: Any) -> OpenAIModel:
     """The agent's own OpenAI client pointed at the scripted server (kw: its options)."""
     return OpenAIModel(base_url=llm.base_url, api_key="sk-test-123", model="scripted", **kw)

@@ -13,7 +13,9 @@ from typing import Any
 
 import anyio
 
+from agent.events import Event
 from agent.llm import Reply, RetryNotice, ToolCall, Usage
+from agent.react import Agent
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
 
@@ -115,3 +117,9 @@ class FakeTools:
 async def sleep_then(seconds: float, text: str) -> str:
     await anyio.sleep(seconds)
     return text
+
+
+async def drain(agent: Agent, request: str) -> list[Event]:
+    """Every event of one run of REQUEST, in order (a run that hangs fails after 30 s)."""
+    with anyio.fail_after(30):
+        return [event async for event in agent.run(request)]

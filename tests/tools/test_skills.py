@@ -17,14 +17,10 @@ from typing import Any
 from agent.skill_files import split_front_matter
 from tests.support import skills_server
 from tests.support.cli import run_cli
-from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
 
 BODY = "PDF-SKILL-BODY: split with qpdf, never with ghostscript"
 REFERENCE = "PDF-REFERENCE-TEXT: page ranges are 1-based"
-
-
-def tool_messages(request: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
 def load_skill_description(request: dict[str, Any]) -> str:

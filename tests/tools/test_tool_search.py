@@ -20,7 +20,7 @@ from agent.tools.base import ToolSpec
 from agent.tools.registry import ToolRegistry
 from agent.tools.search import FIND_TOOLS, SearchBudget, ToolIndex, ToolSearch, terms
 from tests.support.cli import run_cli
-from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
 from tests.support.fake_model import FakeModel, FakeTools, answer, calls
 from tests.support.repl import drive
 from tests.support.servers import SUPPORT, settings_for, stdio
@@ -31,10 +31,6 @@ KLINGON = "many__translate_klingon"
 
 def tool_names(request: dict[str, Any]) -> list[str]:
     return [t["function"]["name"] for t in request["tools"]]
-
-
-def tool_messages(request: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
 def many_args(count: int, page: int | None = None) -> list[str]:
