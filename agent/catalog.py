@@ -20,8 +20,7 @@ from mcp import MCPError
 
 from agent.errors import ToolServerError
 from agent.react import AgentTool
-from agent.tools.base import ServerStopped, describe_exception
-from agent.tools.mcp import MCPServerConnection
+from agent.tools.base import ServerStopped, ToolServer, describe_exception
 from agent.tools.registry import ListKind, ToolRegistry
 from agent.tools.results import Image, Observation, block_text, envelope, error_observation
 from agent.tools.uimeta import is_app_page, is_app_uri
@@ -74,13 +73,11 @@ class Catalog:
         resources. The same object until a refresh changes it (the loop caches on it)."""
         return self._own_tools
 
-    def _servers(self, feature: str) -> list[MCPServerConnection]:
+    def _servers(self, feature: str) -> list[ToolServer]:
         return [
             s
             for s in self.registry.servers.values()
-            if isinstance(s, MCPServerConnection)
-            and s.status.state == "ready"
-            and s.supports(feature)
+            if s.status.state == "ready" and s.supports(feature)
         ]
 
     async def refresh(self) -> None:
@@ -98,7 +95,7 @@ class Catalog:
             return [item for name, item in listed if name == server]
 
         async def list_kind(
-            server: MCPServerConnection,
+            server: ToolServer,
             fetch: Callable[[], Awaitable[list[Any]]],
             before: list[tuple[str, Any]],
             into: list[tuple[str, Any]],
@@ -161,7 +158,7 @@ class Catalog:
     async def read_with_images(self, server_name: str, uri: str) -> tuple[str, list[Image]]:
         """The text of a resource, and its images (image/* blobs) for a vision model."""
         server = self.registry.servers.get(server_name)
-        if not isinstance(server, MCPServerConnection):
+        if server is None or not server.publishes:
             known = ", ".join(s.name for s in self._servers("resources")) or "none"
             raise LookupError(
                 f"no MCP server named '{server_name}' (servers with resources: {known})"
@@ -220,7 +217,7 @@ class Catalog:
     async def _watch(self, server_name: str, uri: str) -> None:
         """Subscribe to updates of an attached resource (best effort: not every server can)."""
         server = self.registry.servers.get(server_name)
-        if (server_name, uri) in self.attached or not isinstance(server, MCPServerConnection):
+        if (server_name, uri) in self.attached or server is None or not server.publishes:
             return
         self.attached.add((server_name, uri))
         try:
@@ -305,7 +302,7 @@ class Catalog:
         self, server_name: str, ref: Any, name: str, value: str, context: dict[str, str]
     ) -> list[str]:
         server = self.registry.servers.get(server_name)
-        if not isinstance(server, MCPServerConnection):
+        if server is None:
             return []
         try:
             with anyio.fail_after(COMPLETE_TIMEOUT):
@@ -332,7 +329,6 @@ class Catalog:
     ) -> list[tuple[str, str]]:
         """The prompt's messages as (role, text); raises LookupError with the server's reason."""
         server = self.registry.servers[server_name]
-        assert isinstance(server, MCPServerConnection)
         try:
             with anyio.fail_after(server.config.tool_timeout or 60):
                 result = await server.get_prompt(name, arguments)

@@ -15,7 +15,6 @@ from rich.text import Text
 from agent.auth.provider import auth_words, forget
 from agent.config import ServerConfig, Settings
 from agent.errors import AgentError, ConfigError, ToolServerError
-from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
 from agent.ui.login_host import terminal_host
 from agent.ui.safe import SafeConsole
@@ -48,7 +47,7 @@ async def _login(settings: Settings, name: str) -> int:
     failure: ToolServerError | None = None
     async with ToolRegistry(only, login=host) as registry:
         server = registry.servers[name]
-        assert isinstance(server, MCPServerConnection) and server.auth is not None
+        assert server.auth is not None  # login_server() checked that it logs in
         forget(server.auth, delete=False)  # a fresh login, even if tokens are stored
         failures = await registry.connect_all()
         if failures:

@@ -41,9 +41,8 @@ from agent.skill_files import (
     one_line,
     split_front_matter,
 )
-from agent.tools.base import ServerStopped
+from agent.tools.base import ServerStopped, ToolServer
 from agent.tools.extensions import SKILLS as EXTENSION
-from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import Observation, error_observation
 from agent.tools.search import terms
@@ -163,15 +162,13 @@ class Skills:
 
     # -- listing ------------------------------------------------------------------------
 
-    def _servers(self) -> list[MCPServerConnection]:
+    def _servers(self) -> list[ToolServer]:
         if self.registry is None:
             return []
         return [
             s
             for s in self.registry.servers.values()
-            if isinstance(s, MCPServerConnection)
-            and s.status.state == "ready"
-            and s.extension(EXTENSION) is not None
+            if s.status.state == "ready" and s.extension(EXTENSION) is not None
         ]
 
     async def refresh(self) -> None:
@@ -180,7 +177,7 @@ class Skills:
         found: dict[str, list[Skill]] = {}
         self.errors = {}
 
-        async def one(server: MCPServerConnection) -> None:
+        async def one(server: ToolServer) -> None:
             try:
                 with anyio.fail_after(LIST_TIMEOUT):
                     entries = await _list_entries(server)
@@ -364,9 +361,9 @@ class Skills:
         self._rebuild()
         return fresh
 
-    def _server(self, skill: Skill) -> MCPServerConnection:
+    def _server(self, skill: Skill) -> ToolServer:
         server = self.registry.servers.get(skill.server or "") if self.registry else None
-        if not isinstance(server, MCPServerConnection):
+        if server is None or not server.publishes:
             raise SkillRefused(f"skill '{skill.handle}': server '{skill.server}' is gone")
         return server
 
@@ -386,7 +383,7 @@ class Skills:
         return data
 
 
-async def _list_entries(server: MCPServerConnection) -> list[Any]:
+async def _list_entries(server: ToolServer) -> list[Any]:
     """Every page of `skills/list` (at most 100)."""
     entries: list[Any] = []
     cursor: str | None = None

@@ -150,6 +150,29 @@ def test_the_layer_check_finds_an_import_from_above() -> None:
     assert imports_in(ast.parse(late)) == {"agent.auth.store", "agent.auth.store.token_file"}
 
 
+def test_only_the_registry_knows_the_mcp_connection_class() -> None:
+    """Front ends and the features above the registry see a server as a ToolServer: what
+    a server can do is asked through that contract, never by importing the MCP connection
+    (`ui.repl` -> `tools.mcp` was such an upward import)."""
+    graph = import_graph()
+    for name in (
+        "agent.ui.repl",
+        "agent.catalog",
+        "agent.skills",
+        "agent.apps.host",
+        "agent.login",
+    ):
+        assert name in graph, name
+    for name, deps in graph.items():
+        above = name.startswith(("agent.ui", "agent.apps")) or name in (
+            "agent.catalog",
+            "agent.skills",
+            "agent.login",
+        )
+        if above:
+            assert "agent.tools.mcp" not in deps, f"{name} imports agent.tools.mcp"
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

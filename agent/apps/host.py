@@ -32,7 +32,6 @@ from agent.apps.bridge import REFUSED, AppError, AppView, error_result, result_w
 from agent.apps.http import LOOPBACK, LoopbackServer, Request, Response
 from agent.catalog import Catalog
 from agent.tools.base import ToolSpec
-from agent.tools.mcp import MCPServerConnection
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.uimeta import APP_MIME
@@ -181,7 +180,7 @@ class AppHost:
     async def _page(self, server_name: str, uri: str) -> tuple[str, dict[str, Any]]:
         """The page's HTML and `_meta.ui` (from the read contents, as the spec says)."""
         server = self.registry.servers.get(server_name)
-        if not isinstance(server, MCPServerConnection):
+        if server is None or not server.publishes:
             raise LookupError(f"'{server_name}' is not an MCP server")
         try:
             with anyio.fail_after(READ_TIMEOUT):
@@ -295,7 +294,7 @@ class AppHost:
 
     async def read_resource(self, view: AppView, uri: str) -> dict[str, Any]:
         server = self.registry.servers.get(view.server)
-        if not isinstance(server, MCPServerConnection):
+        if server is None or not server.publishes:
             raise AppError(REFUSED, "the app's server is gone")
         try:
             with anyio.fail_after(READ_TIMEOUT):

@@ -15,6 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -29,6 +30,8 @@ from agent.tools.launchers import connect_timeout as launcher_aware_timeout
 from agent.tools.uimeta import tool_ui
 
 if TYPE_CHECKING:
+    from agent.auth.provider import Provider
+    from agent.auth.store import FileTokenStorage
     from agent.tools.tasks import TaskState, TaskWatch
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -139,7 +142,7 @@ class ServerStatus:
     log_path: str | None = None
     last_restart: float | None = None  # time.time() of the latest successful reconnect
     stderr_tail: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    card: str | None = None  # what the host's server card says it serves (SEP-2127)
     protocol: str | None = None  # the protocol version (era) this connection speaks
     extensions: tuple[str, ...] = ()  # the MCP extensions the server declared
 
@@ -169,6 +172,11 @@ class _Generation:
 
 class ToolServer(ABC):
     """A tool server with an owner task. Subclasses implement only what differs.
+
+    This class is the whole contract: every capability a caller may ask for (resources,
+    prompts, completions, extensions, tasks, a login) is here with the answer of a server
+    that lacks it, so no caller looks past it at a subclass. Its `status` changes only
+    through its own methods.
 
     Lifecycle: `start` connects once (failure -> "failed"). A connection that dies later
     ("lost") is reconnected on the next call by a task owned by the server, with backoff; a
@@ -207,6 +215,14 @@ class ToolServer(ABC):
         self.down_retry_after = DOWN_RETRY_AFTER
         self.waiting_on_person = False  # a login is open in a browser
         self._person_changed = anyio.Event()  # set when waiting_on_person changes
+        # MCP log messages (redacted) for a front end that shows them; servers without any
+        # never call it.
+        self.on_log: Callable[[str], None] | None = None
+        self.list_warnings: list[str] = []  # tools skipped at listing, for the registry
+        # The login (OAuth) and where its tokens are kept, for a server that logs in.
+        self.auth: Provider | None = None
+        self.token_store: FileTokenStorage | None = None
+        self.roots: tuple[Path, ...] = ()  # folders offered to the server as its roots
 
     @abstractmethod
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
@@ -242,6 +258,88 @@ class ToolServer(ABC):
     def stderr_tail(self) -> list[str]:
         """The last lines the server wrote to its log in the current attempt (if it has one)."""
         return []
+
+    # ----------------------------------------------------------------- optional capabilities
+
+    @property
+    def publishes(self) -> bool:
+        """Whether the server may publish resources and prompts at all (an MCP server; an
+        OpenAPI document has tools only). Those who read them ask only such servers."""
+        return False
+
+    def supports(self, feature: str) -> bool:
+        """Whether the server declared `feature` ("tools", "resources", "prompts", ...)."""
+        return False
+
+    def extension(self, identifier: str) -> dict[str, Any] | None:
+        """The settings of an extension the server declared (2026-07-28), or None."""
+        return None
+
+    async def extension_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request an extension defines (`skills/list`...): its result as JSON."""
+        raise ToolServerError(self.name, method, "the server declares no extensions")
+
+    async def list_resources(self) -> list[types.Resource]:
+        return []
+
+    async def list_resource_templates(self) -> list[types.ResourceTemplate]:
+        return []
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        return []
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        raise LookupError(f"server '{self.name}' publishes no resources")
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+        raise LookupError(f"server '{self.name}' offers no prompts")
+
+    async def subscribe(self, uri: str) -> bool:
+        """Ask to be told when `uri` changes; False when the server does not offer it."""
+        return False
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        name: str,
+        value: str,
+        context: dict[str, str] | None = None,
+    ) -> list[str]:
+        """The server's completions for one argument; none when it offers none."""
+        return []
+
+    # ----------------------------------------------------------------- what others tell it
+
+    def wanted_tools(self, specs: list[ToolSpec]) -> list[ToolSpec]:
+        """The listed tools the config wants, at most max_tools (an MCP server stops
+        listing there already); their number is what the status shows."""
+        wanted = [s for s in specs if self.config.wants_tool(s.name)]
+        if len(wanted) > self.max_tools:
+            self.listing_cut = f"has {len(wanted)} tools"
+            wanted = wanted[: self.max_tools]
+        self.status.tool_count = len(wanted)
+        return wanted
+
+    def note_error(self, text: str) -> None:
+        """The last thing that went wrong with it (a failed call or re-listing), shown by
+        /servers; the state is left as it is."""
+        self._set_error(text)
+
+    async def fail(self, cause: str) -> None:
+        """Close it and call it failed (its tools could not be listed, or it was logged
+        out): it stays so until it is connected afresh."""
+        await self.close(grace=1)
+        self.status.state = "failed"
+        self._set_error(cause)
+
+    async def switch_off(self, why: str | None = None) -> None:
+        """Close it for the rest of the session, holding no tools: "closed", or "failed"
+        with `why` (after /logout)."""
+        if why is None:
+            await self.close(grace=1)
+        else:
+            await self.fail(why)
+        self.status.tool_count = 0
 
     # ----------------------------------------------------------------- connect and close
 

@@ -10,24 +10,19 @@ process exited, or the HTTP/SSE stream broke because the server stopped or resta
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import logging
 import os
-import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import httpx2
 import mcp.types as types
 import pydantic
-from anyio.abc import TaskGroup
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
+from mcp import Client, MCPError
+from mcp.client.streamable_http import MCP_SESSION_ID
 from mcp.client.subscriptions import (
     ListenNotSupportedError,
     PromptsListChanged,
@@ -40,12 +35,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import agent
 from agent.auth.login import NEEDS_LOGIN, LoginHost
-from agent.auth.provider import Provider, build_provider
+from agent.auth.provider import build_provider
 from agent.auth.store import FileTokenStorage
-from agent.config import ServerConfig, server_env
-from agent.private import private_folder
+from agent.config import ServerConfig
 from agent.redact import PATTERNS_ONLY, Redactor
-from agent.sdk_private import absorb_tool_listing, send_raw_request
 from agent.tools import server_card
 from agent.tools.base import (
     ConnectProblem,
@@ -67,7 +60,8 @@ from agent.tools.mcp_http import (
     combined_eras,
     http_hint,
 )
-from agent.tools.mcp_stdio import StopGrace, ToolCap, _read_some, _watch_end, stdio_transport
+from agent.tools.mcp_listing import ToolListing, all_pages
+from agent.tools.mcp_stdio import StopGrace, ToolCap, _watch_end
 from agent.tools.mcp_tasks import (
     call_as_legacy_task,
     declares_tasks_extension,
@@ -75,24 +69,14 @@ from agent.tools.mcp_tasks import (
     legacy_task_tool,
     list_server_tasks,
 )
+from agent.tools.mcp_transports import OPENERS, Opening
 from agent.tools.prestart import Prestarted
-from agent.tools.schemas import UnusableSchema, inline_refs
+from agent.tools.server_log import ServerLog
 from agent.tools.tasks import DEFAULT_TASK_LIMIT, TaskAccepted, TaskState, TaskWatch
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 MessageHandler = Callable[[Any], Awaitable[None]]
 
-# The SDK logs transport errors (with tracebacks) on the `mcp` logger; without a handler
-# Python prints them on the terminal. Each connection's owner task sets its log writer here,
-# and the transport's tasks inherit it, so each record lands in that server's log file.
-_connection_log: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
-    "mcp_agent_connection_log", default=None
-)
-
-MAX_PAGES = 100  # of any listing
-STDERR_TAIL_LINES = 5
-LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
-LOG_FLUSH_INTERVAL = 0.2  # seconds; a burst of log lines is written in blocks
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
 LOG_LEVEL = "info"
 # `subscriptions/listen` events, as the notifications a handshake-era server would send.
@@ -142,38 +126,31 @@ class MCPServerConnection(ToolServer):
         login: LoginHost | None = None,
         auth: httpx2.Auth | None = None,
         apps: bool = False,
+        prestarted: Prestarted | None = None,
     ) -> None:
         """`auth` replaces the login `oauth` would configure (flows we do not configure)."""
         super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
-        self.prestarted: Prestarted | None = None  # started before the imports, adopted once
+        self.prestarted = prestarted  # started before the imports, adopted by the first connect
         self.apps = apps  # this run shows MCP Apps' pages: declare the extension
         self._callbacks = callbacks or ClientCallbacks()
         # Roots come from the config (none unless set): the capability is declared only then.
         self.roots = config.offered_roots()
         if self.roots and self._callbacks.list_roots is None:
             self._callbacks = replace(self._callbacks, list_roots=roots_callback(self.roots))
-        self.auth: Provider | None = None
         self._auth_override = auth
         self._login = login or LoginHost()
-        self.token_store: FileTokenStorage | None = None
         self._set_auth(log_dir.parent)
         # `https://host` alone: the endpoint comes from the host's server card, read once.
         self.card: server_card.Lookup | None = None
-        self.log_path = log_dir / f"{_safe_filename(config.name)}.log"
-        self.status.log_path = str(self.log_path)
+        self.log = ServerLog(log_dir, config.name, lambda line: self.redact(line))
+        self.status.log_path = str(self.log.path)
         self._environ = os.environ if environ is None else environ
         self._message_handler = message_handler
         self._client: Client | None = None
-        self._log: IO[str] | None = None
-        self._log_start = 0  # offset in the log where the current attempt began
-        self._log_bytes = 0
-        self._flushed = float("-inf")  # time.monotonic() of the log's last flush
         self._http_error: str | None = None  # the last failed HTTP exchange (http transport)
         self._endpoint_path = httpx2.URL(config.url).path if config.url else ""
-        self.on_log: Callable[[str], None] | None = None  # MCP log messages, redacted
         self._cap = ToolCap(self.max_tools)
         self.stop_grace = StopGrace()  # a stdio server's, after its stdin closes
-        self.list_warnings: list[str] = []  # tools skipped as malformed, for the registry
         self._task_support: dict[str, str | None] = {}  # execution.taskSupport (2025-11-25)
 
     def _set_auth(self, state_dir: Path) -> None:
@@ -190,19 +167,14 @@ class MCPServerConnection(ToolServer):
         card = self.card.card
         if card is None:
             return
-        self._write_log(f"[agent] server card {card.source}: {card.endpoint} ({card.transport})")
+        self.log.write(f"[agent] server card {card.source}: {card.endpoint} ({card.transport})")
         self.config = self.config.model_copy(update={"url": card.endpoint, "type": card.transport})
-        self.status.transport, self.status.extra["card"] = card.transport, card.summary()
+        self.status.transport, self.status.card = card.transport, card.summary()
         self._endpoint_path = httpx2.URL(card.endpoint).path
-        self._set_auth(self.log_path.parent.parent)
+        self._set_auth(self.log.path.parent.parent)
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
-        private_folder(self.log_path.parent)
-        self._log = self._open_log()
-        stack.callback(self._close_log)
-        self._log_start = self._log_bytes
-        _route_sdk_logs()
-        _connection_log.set(self._write_log)  # inherited by the transport's tasks
+        self.log.open(stack)
         if self.card is None and server_card.wants_card(self.config):
             await self._read_card()
         try:
@@ -229,12 +201,12 @@ class MCPServerConnection(ToolServer):
     def _on_waiting(self, waiting: bool) -> None:
         self.set_waiting_on_person(waiting)
 
+    def hasten_shutdown(self) -> None:
+        self.stop_grace.hasten()
+
     def pending_step(self) -> str:
         step = self.auth.step if self.auth is not None else ""
         return f"login step: {step}" if step else ""
-
-    def hasten_shutdown(self) -> None:
-        self.stop_grace.hasten()
 
     async def _handshake(self, stack: contextlib.AsyncExitStack) -> Client:
         """Open the transport and shake hands in the configured era, or decide it.
@@ -279,7 +251,7 @@ class MCPServerConnection(ToolServer):
                 tried.append((_ERA_NAMES.get(mode, mode), cause))
                 if mode != modes[-1] and _era_refused(exc, http_error):
                     era = tried[-1][0]
-                    self._write_log(f"[agent] {era}: {cause}; trying the 2026-07-28 protocol")
+                    self.log.write(f"[agent] {era}: {cause}; trying the 2026-07-28 protocol")
                     continue
                 if len(tried) > 1 or self.config.mode:
                     raise ConnectProblem(combined_eras(tried)) from exc
@@ -301,66 +273,23 @@ class MCPServerConnection(ToolServer):
                     if (notification := _LISTEN_EVENTS.get(type(event))) is not None:
                         await self._message_handler(notification())
         except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
-            self._write_log(f"[agent] list_changed subscription ended: {exc}")
+            self.log.write(f"[agent] list_changed subscription ended: {exc}")
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
-        cfg = self.config
-        if cfg.type == "stdio":
-            if cfg.cwd and not await anyio.Path(cfg.cwd).is_dir():
-                raise ConnectProblem(f"working directory not found: {cfg.cwd} (check 'cwd')")
-            params = StdioServerParameters(
-                command=cfg.command or "",
-                args=list(cfg.args),
-                env=server_env(cfg.env, self._environ),
-                cwd=cfg.cwd,
-                # One bad byte on stdout would otherwise stall the connection for good.
-                encoding_error_handler="replace",
-            )
-            started, self.prestarted = self.prestarted, None  # the first connect only
-            errlog = await self._stderr_pipe(stack, started.stderr if started else None)
-            if started is not None:
-                started.stderr = -1  # the log pump owns it now
-            return stdio_transport(
-                params,
-                errlog=errlog,
-                prestarted=started,
-                # Else the wanted ones may lie past the cap.
-                tool_cap=self._cap if cfg.include_tools is None else None,
-                stop=self.stop_grace,
-                log=self._write_log,
-            )
-        if cfg.type == "sse":
-            return sse_client(
-                cfg.url or "",
-                headers=dict(cfg.headers),
-                timeout=self.connect_timeout,
-                auth=self._auth_override or self.auth,
-                httpx_client_factory=self._sse_http_client,
-            )
-        http = httpx2.AsyncClient(
+        started, self.prestarted = self.prestarted, None  # the first connect only
+        opening = Opening(
+            self.config,
+            self.connect_timeout,
+            self._environ,
+            self.log,
             auth=self._auth_override or self.auth,
-            headers=dict(cfg.headers),
-            timeout=httpx2.Timeout(self.connect_timeout, read=300),
-            follow_redirects=True,
-            event_hooks={"response": [self._note_http_error]},
+            on_response=self._note_http_error,
+            prestarted=started,
+            # Else the wanted ones may lie past the cap.
+            tool_cap=self._cap if self.config.include_tools is None else None,
+            stop=self.stop_grace,
         )
-        await stack.enter_async_context(http)
-        return streamable_http_client(cfg.url or "", http_client=http)
-
-    def _sse_http_client(
-        self,
-        headers: dict[str, str] | None = None,
-        timeout: httpx2.Timeout | None = None,
-        auth: httpx2.Auth | None = None,
-    ) -> httpx2.AsyncClient:
-        """The client the SDK would make for SSE (its 30 s timeouts, 300 s to read),
-        noting a failed status as for streamable HTTP."""
-        return httpx2.AsyncClient(
-            headers=headers,
-            timeout=timeout or httpx2.Timeout(30, read=300),
-            auth=auth,
-            event_hooks={"response": [self._note_http_error]},
-        )
+        return await OPENERS[self.config.type](opening, stack)
 
     async def _note_http_error(self, response: httpx2.Response) -> None:
         """Keep the status of a failed HTTP exchange: the SDK reports only that one failed.
@@ -381,114 +310,13 @@ class MCPServerConnection(ToolServer):
         if replies is not None and MCP_SESSION_ID in response.request.headers:
             replies.refused.append((_jsonrpc_method(response.request), status))
 
-    async def _stderr_pipe(
-        self, stack: contextlib.AsyncExitStack, read_fd: int | None = None
-    ) -> IO[bytes]:
-        """A pipe for the server's stderr, pumped line by line into the log, redacted.
-
-        The write end is closed here once the stack unwinds (the child keeps its copy); the
-        pump drains what is left before it stops, so a crash's last words reach the log.
-        A prestarted server's stderr pipe (`read_fd`) already exists: only the pump starts.
-        """
-        if read_fd is None:
-            read_fd, write_fd = os.pipe()
-            os.set_blocking(read_fd, False)
-            writer = stack.enter_context(os.fdopen(write_fd, "wb", buffering=0))
-        else:  # the spawn is skipped, so this is never written to
-            writer = stack.enter_context(open(os.devnull, "wb"))  # noqa: SIM115, ASYNC230
-        stack.callback(os.close, read_fd)  # LIFO: closed only after the pump task has ended
-        tg = await stack.enter_async_context(anyio.create_task_group())
-        stack.push_async_callback(self._stop_pump, tg, read_fd)
-        tg.start_soon(self._pump_stderr, read_fd)
-        return writer
-
-    async def _pump_stderr(self, fd: int) -> None:
-        pending = b""
-        try:
-            while True:
-                await anyio.wait_readable(fd)
-                chunk = _read_some(fd)
-                if chunk is None:
-                    continue
-                if not chunk:
-                    break
-                pending = self._write_lines(pending + chunk)
-                self._flush_log()  # stderr is read in chunks: one write per chunk, at once
-        finally:
-            if pending:
-                self._write_log(pending.decode(errors="replace"))
-
-    async def _stop_pump(self, tg: TaskGroup, fd: int) -> None:
-        pending = b""
-        while chunk := _read_some(fd):  # whatever the exited process left in the pipe
-            pending = self._write_lines(pending + chunk)
-        if pending:
-            self._write_log(pending.decode(errors="replace"))
-        tg.cancel_scope.cancel()
-
-    def _write_lines(self, data: bytes) -> bytes:
-        *lines, rest = data.split(b"\n")
-        for line in lines:
-            self._write_log(line.decode(errors="replace"))
-        return rest
-
-    def _open_log(self) -> IO[str]:
-        """Append to the server's log; private like the transcripts (stderr may say more
-        than it should)."""
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._log_bytes = os.fstat(fd).st_size
-        # Block-buffered: a flood of 20,000 log messages must not cost 20,000 writes.
-        return open(fd, "a", encoding="utf-8")
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-
-    def _write_log(self, line: str, *, redacted: bool = False) -> None:
-        """Append a line. The first line after a quiet spell reaches the file at once; in a
-        burst the file is flushed at most every LOG_FLUSH_INTERVAL (and when a call ends,
-        its tail is read, or the connection closes)."""
-        if self._log is None or self._log.closed:
-            return
-        text = (line if redacted else self.redact(line)).rstrip("\n") + "\n"
-        self._log.write(text)
-        self._log_bytes += len(text)
-        if self._log_bytes > LOG_LIMIT:
-            self._rotate_log()
-        now = time.monotonic()
-        if now - self._flushed >= LOG_FLUSH_INTERVAL:
-            self._flush_log(now)
-
-    def _flush_log(self, now: float | None = None) -> None:
-        if self._log is not None and not self._log.closed:
-            self._log.flush()
-        self._flushed = time.monotonic() if now is None else now
-
-    def _rotate_log(self) -> None:
-        """A server that floods its log keeps only the newest LOG_LIMIT to 2 x LOG_LIMIT
-        bytes (the current file and one `.1`), never the whole disk."""
-        assert self._log is not None
-        self._log.close()
-        os.replace(self.log_path, self.log_path.with_name(self.log_path.name + ".1"))
-        self._log = self._open_log()
-        self._log_start = 0
-
     def stderr_tail(self) -> list[str]:
-        self._flush_log()
-        try:
-            with self.log_path.open("rb") as fh:
-                fh.seek(self._log_start)
-                text = fh.read().decode(errors="replace")
-        except OSError:
-            return []
-        # Our own notes in the log ("[agent] ...") are not what the server said.
-        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("[agent]")]
-        return lines[-STDERR_TAIL_LINES:]
+        return self.log.tail()
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         source = f" {params.logger}:" if params.logger else ""
         line = self.redact(f"[{params.level}]{source} {params.data}")  # once, for both
-        self._write_log(line, redacted=True)
+        self.log.write(line, redacted=True)
         if self.on_log is not None:  # -v: the front end shows it too
             self.on_log(line)
 
@@ -572,72 +400,13 @@ class MCPServerConnection(ToolServer):
         return await self._request("tools/list", self._list_tools, changes_nothing=True)
 
     async def _list_tools(self, client: Client) -> list[ToolSpec]:
-        """All pages, until `max_tools` wanted tools (include/exclude_tools): listing stops
-        at the cap. Unwanted tools are returned too (a misspelt filter is reported)."""
-        tools: list[ToolSpec] = []
-        cursor: str | None = None
-        wanted = 0
-        self._cap.limit, self._cap.announced, self.listing_cut = self.max_tools, 0, None
-        self.list_warnings = []
-        for _ in range(MAX_PAGES):
-            page = await self._tools_page(client, cursor)
-            for tool in page.tools:
-                try:
-                    spec = ToolSpec.from_mcp(self.name, tool)
-                    spec = replace(spec, model_schema=inline_refs(spec.input_schema))
-                except UnusableSchema as exc:
-                    skipped = f"server '{self.name}': skipped tool {tool.name[:80]!r}: {exc}"
-                    self.list_warnings.append(skipped)
-                    continue
-                if self.config.wants_tool(tool.name):
-                    if wanted == self.max_tools:
-                        self.listing_cut = f"announced more than {self.max_tools} tools"
-                        break
-                    wanted += 1
-                tools.append(spec)
-                execution = tool.execution
-                self._task_support[tool.name] = execution.task_support if execution else None
-            cursor = page.next_cursor
-            if self._cap.announced:
-                self.listing_cut = f"announced {self._cap.announced} tools in one page"
-            elif cursor and wanted == self.max_tools:
-                self.listing_cut = f"announced more than {self.max_tools} tools"
-            if self.listing_cut or not cursor:
-                break
-        return tools
-
-    async def _tools_page(self, client: Client, cursor: str | None) -> types.ListToolsResult:
-        """One page of tools. When the SDK rejects the page as a whole, it is read again as
-        raw JSON and each tool checked on its own: a malformed one is skipped with a warning
-        naming it, the rest are kept (and handed back to the SDK so it can still check their
-        structured output). This uses the SDK's dispatcher directly (agent.sdk_private)."""
+        listing = ToolListing(self.name, self.config, self.max_tools, self._cap)
+        self.listing_cut, self.list_warnings = None, listing.warnings  # filled as it reads
         try:
-            return await client.list_tools(cursor=cursor, cache_mode="refresh")
-        except pydantic.ValidationError:
-            pass
-        raw = await send_raw_request(
-            client.session, "tools/list", {"cursor": cursor} if cursor else None
-        )
-        tools: list[types.Tool] = []
-        for item in raw.get("tools") or []:
-            try:
-                tools.append(types.Tool.model_validate(item, by_name=False))
-            except pydantic.ValidationError as exc:
-                name = item.get("name") if isinstance(item, dict) else None
-                problem = exc.errors()[0]
-                where = ".".join(str(p) for p in problem["loc"]) or "tool"
-                self.list_warnings.append(
-                    f"server '{self.name}': skipped tool {str(name)[:80]!r}, which is "
-                    f"malformed ({where}: {problem['msg']})"
-                )
-        next_cursor = raw.get("nextCursor")
-        page = types.ListToolsResult(
-            tools=tools, next_cursor=next_cursor if isinstance(next_cursor, str) else None
-        )
-        absorb_tool_listing(
-            client.session, page, complete=cursor is None and page.next_cursor is None
-        )
-        return page
+            return await listing.read(client)
+        finally:
+            self.listing_cut = listing.cut
+            self._task_support.update(listing.task_support)
 
     async def call_tool(
         self,
@@ -675,7 +444,7 @@ class MCPServerConnection(ToolServer):
                 raise TimeoutError from None  # our deadline, reported as such by the caller
             return error_result(self.redact(f"tool '{name}' failed: {exc}"))
         finally:
-            self._flush_log()  # what the server logged during the call is on disk now
+            self.log.flush()  # what the server logged during the call is on disk now
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         return await self._request(
@@ -710,7 +479,7 @@ class MCPServerConnection(ToolServer):
         of that kind: mcp-server-sqlite has resources but no templates, and that is fine."""
 
         async def send(client: Client) -> list[Any]:
-            return await _all_pages(lambda cursor: page(client, cursor), field)
+            return await all_pages(lambda cursor: page(client, cursor), field)
 
         try:
             return await self._request(what, send, changes_nothing=True)
@@ -763,14 +532,11 @@ class MCPServerConnection(ToolServer):
         return [str(v) for v in result.completion.values]
 
     def extension(self, identifier: str) -> dict[str, Any] | None:
-        """The settings of an extension the server declared (2026-07-28), or None."""
         caps = self._client.server_capabilities if self._client is not None else None
         declared = caps.extensions if caps is not None else None
         return declared.get(identifier) if declared else None
 
     async def extension_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A request an extension defines (`skills/list`...): its result as JSON."""
-
         async def send(client: Client) -> dict[str, Any]:
             request = _ExtensionRequest(method=method, params=params)
             return await client.session.send_request(request, _JSON_OBJECT)
@@ -786,24 +552,13 @@ class MCPServerConnection(ToolServer):
             client
         )
 
+    @property
+    def publishes(self) -> bool:
+        return True
+
     def supports(self, feature: str) -> bool:
-        """Whether the server declared `feature` ("tools", "resources", "prompts", ...)."""
         caps = self._client.server_capabilities if self._client is not None else None
         return caps is not None and getattr(caps, feature, None) is not None
-
-
-async def _all_pages(page: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:
-    """Follow `next_cursor` through at most MAX_PAGES pages (a server that never stops
-    paging must not hold us forever), collecting `field` of each."""
-    items: list[Any] = []
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        result = await page(cursor)
-        items.extend(getattr(result, field))
-        cursor = result.next_cursor
-        if not cursor:
-            break
-    return items
 
 
 async def _discover(client: Client) -> None:
@@ -833,28 +588,3 @@ def _timed_out(exc: MCPError) -> bool:
     """The SDK's own request timeout (-32001), not a failure the server reported (whose
     text may well say "timed out" about something upstream)."""
     return exc.code == REQUEST_TIMEOUT
-
-
-class _ConnectionLogHandler(logging.Handler):
-    def emit(self, record: logging.LogRecord) -> None:
-        write = _connection_log.get()
-        if write is None:
-            return  # not from a connection of ours: nothing to attach it to, keep it quiet
-        try:
-            write(f"[{record.levelname.lower()}] {record.name}: {self.format(record)}")
-        except Exception:
-            self.handleError(record)
-
-
-_HANDLER = _ConnectionLogHandler()
-
-
-def _route_sdk_logs() -> None:
-    logger = logging.getLogger("mcp")
-    if _HANDLER not in logger.handlers:
-        logger.addHandler(_HANDLER)
-        logger.propagate = False
-
-
-def _safe_filename(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "server"

@@ -47,7 +47,6 @@ TERM_GRACE = 2.0  # seconds from SIGTERM to the group until SIGKILL
 REAP_WAIT = 2.0  # for the event loop to see a killed server exit
 FLUSH_WAIT = 0.5  # for messages already accepted to reach the server's stdin
 BIG_LINE = 1_000_000  # characters; a stdio message this long may be an oversized tool list
-_PIPE_CHUNK = 65536
 
 logger = logging.getLogger(__name__)
 Log = Callable[[str], None]
@@ -370,16 +369,6 @@ def _leader_gone(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
-
-
-def _read_some(fd: int) -> bytes | None:
-    """Non-blocking read: bytes, b"" at end of file, None when nothing is ready."""
-    try:
-        return os.read(fd, _PIPE_CHUNK)
-    except BlockingIOError:
-        return None
-    except OSError:
-        return b""
 
 
 class _EndWatchingStream:

@@ -158,7 +158,6 @@ class OpenAPIServer(ToolServer):
         self._origin: httpx2.URL | None = None
         self._routes: dict[str, tuple[str, str, bool]] = {}  # tool -> (method, path, has_body)
         self._specs: list[ToolSpec] = []
-        self.list_warnings: list[str] = []  # operations skipped at load, for the registry
 
     def _headers(self) -> dict[str, str]:
         headers = dict(self.config.headers)

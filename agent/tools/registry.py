@@ -177,7 +177,10 @@ def make_server(
     redactor: Redactor = PATTERNS_ONLY,
     login: LoginHost | None = None,
     apps: bool = False,
+    prestarts: Prestarts | None = None,
 ) -> ToolServer:
+    """The server `config` describes; a stdio server started before the imports is
+    adopted from `prestarts`."""
     if config.type == "openapi":
         from agent.tools.openapi import OpenAPIServer  # only loaded when used
 
@@ -192,6 +195,7 @@ def make_server(
         redactor=redactor,
         login=login,
         apps=apps,
+        prestarted=prestarts.take(config) if prestarts is not None else None,
     )
 
 
@@ -238,17 +242,15 @@ class ToolRegistry:
                 redactor=self.redact,
                 login=login,
                 apps=apps,
+                prestarts=prestarts,
             )
             for cfg in settings.servers
         }
         for name, server in self.servers.items():  # a restarted server may list other tools
             server.max_tools = settings.agent.max_tools_per_server
-            if isinstance(server, MCPServerConnection) and prestarts is not None:
-                server.prestarted = prestarts.take(server.config)
             server.on_reconnected = functools.partial(self._schedule_refresh, name)
             server.on_slow_start = self._slow_start
-            if isinstance(server, MCPServerConnection):
-                server.on_log = functools.partial(self._server_log, name)
+            server.on_log = functools.partial(self._server_log, name)
         # MCP log messages (server, line), for a front end that shows them (-v).
         self.log_listener: Callable[[str, str], None] | None = None
         # Told why a server is slow to start (a launcher downloading it), as it happens.
@@ -327,8 +329,7 @@ class ToolRegistry:
         except Exception as exc:
             cause = "no answer" if isinstance(exc, TimeoutError) else describe_exception(exc)
             cause = self.redact(cause)
-            await server.close(grace=1)
-            server.status.state, server.status.error = "failed", cause
+            await server.fail(cause)
             raise ToolServerError(server.name, "list_tools", cause) from None
         self._keep(server, specs)
         if server.listing_cut:
@@ -337,7 +338,7 @@ class ToolRegistry:
                 f"{server.max_tools} are used (raise [agent] max_tools_per_server, or pick "
                 "them with include_tools)"
             )
-        self.warnings.extend(getattr(server, "list_warnings", ()))
+        self.warnings.extend(server.list_warnings)
         named = set(server.config.include_tools or ()) | set(server.config.exclude_tools)
         if unknown := sorted(named - {s.name for s in specs}):
             listed = ", ".join(sorted(s.name for s in specs)[:20]) or "none"
@@ -399,7 +400,7 @@ class ToolRegistry:
                 with anyio.fail_after(server.connect_timeout):
                     await self.refresh(server_name)
             except Exception as exc:
-                server.status.error = self.redact(f"refresh failed: {describe_exception(exc)}")
+                server.note_error(self.redact(f"refresh failed: {describe_exception(exc)}"))
             else:
                 self.refreshes[server_name] = self.refreshes.get(server_name, 0) + 1
         for kind in sorted(kinds - {"tools"}):
@@ -437,9 +438,7 @@ class ToolRegistry:
     async def disconnect(self, server_name: str, why: str) -> None:
         """Close one server and drop its tools (after /logout)."""
         server = self.servers[server_name]
-        await server.close(grace=1)
-        server.status.state, server.status.error = "failed", why
-        server.status.tool_count = 0
+        await server.switch_off(why)
         self._specs.pop(server_name, None)
         self._rebuild()
 
@@ -449,8 +448,7 @@ class ToolRegistry:
         server = self.servers[server_name]
         self._specs.pop(server_name, None)
         self._rebuild()
-        await server.close(grace=1)
-        server.status.state, server.status.tool_count = "closed", 0
+        await server.switch_off()
 
     async def enable(self, server_name: str) -> ToolServerError | None:
         """On again (`/servers enable NAME`): connected afresh; the failure, if any."""
@@ -468,13 +466,7 @@ class ToolRegistry:
         self._rebuild()
 
     def _keep(self, server: ToolServer, specs: list[ToolSpec]) -> None:
-        """The server's wanted tools, at most max_tools (MCP servers stop listing there)."""
-        wanted = [s for s in specs if server.config.wants_tool(s.name)]
-        if len(wanted) > server.max_tools:
-            server.listing_cut = f"has {len(wanted)} tools"
-            wanted = wanted[: server.max_tools]
-        self._specs[server.name] = wanted
-        server.status.tool_count = len(wanted)
+        self._specs[server.name] = server.wanted_tools(specs)
 
     def _rebuild(self) -> None:
         """The model's tools by public name. A tool its server made visible to its app
@@ -511,9 +503,8 @@ class ToolRegistry:
     def auth_words(self, server_name: str) -> str:
         """How the server logs in, and whether it is logged in (for /servers)."""
         server = self.servers[server_name]
-        provider = getattr(server, "auth", None)
-        challenged = provider is None or provider.challenged
-        return auth_words(server.config, getattr(server, "token_store", None), challenged)
+        challenged = server.auth is None or server.auth.challenged
+        return auth_words(server.config, server.token_store, challenged)
 
     def statuses(self) -> list[ServerStatus]:
         return [server.status for server in self.servers.values()]
@@ -577,7 +568,7 @@ class ToolRegistry:
                 spec.server, self.redact(f"server '{spec.server}' is unavailable: {exc.cause}")
             )
         except Exception as exc:
-            server.status.error = self.redact(describe_exception(exc))
+            server.note_error(self.redact(describe_exception(exc)))
             return error_observation(
                 spec.server, f"tool '{spec.name}' failed: {server.status.error}"
             )

@@ -146,8 +146,8 @@ def show_servers(
             extensions = f"; extensions: {', '.join(st.extensions)}" if st.extensions else ""
             console.print(Text(f"{st.name} speaks MCP {st.protocol}{extensions}", "dim"))
     for st in statuses:
-        if card := st.extra.get("card"):  # SEP-2127: what the host says it serves
-            console.print(Text(f"server card of {st.name}: {card}", "dim"))
+        if st.card:  # SEP-2127: what the host says it serves
+            console.print(Text(f"server card of {st.name}: {st.card}", "dim"))
         if st.state in ("down", "failed") and st.stderr_tail:
             console.print(Text(f"last stderr of {st.name}:", style="bold"))
             console.print(Indented(Text("\n".join(st.stderr_tail), style="dim"), 2))

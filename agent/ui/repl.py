@@ -35,7 +35,7 @@ from agent.hook_files import HookSet
 from agent.react import Agent
 from agent.server_requests import ElicitAnswer, SamplingRequest
 from agent.skills import Skills
-from agent.tools.mcp import MCPServerConnection
+from agent.tools.base import ToolServer
 from agent.tools.registry import ToolRegistry
 from agent.transcript import Transcript, save_export, to_markdown
 from agent.ui import arguments, listings, skill_commands
@@ -420,7 +420,7 @@ class Repl(AppFrontEnd):
         auth = {name: self.registry.auth_words(name) for name in self.registry.servers}
         listings.show_servers(self.console, self.registry.statuses(), auth)
         for name, server in self.registry.servers.items():
-            roots = getattr(server, "roots", ())
+            roots = server.roots
             offered = ", ".join(str(r) for r in roots) if roots else "none"
             self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
         files = ", ".join(self.settings.config_files) or "none (defaults)"
@@ -644,11 +644,11 @@ class Repl(AppFrontEnd):
             return
         self.console.print(Text(f"saved {len(self.agent.memory.messages)} messages to {path}"))
 
-    def _login_target(self, arg: str, command: str) -> MCPServerConnection | None:
+    def _login_target(self, arg: str, command: str) -> ToolServer | None:
         server = self.registry.servers.get(arg.strip())
-        if isinstance(server, MCPServerConnection) and server.auth is not None:
+        if server is not None and server.auth is not None:
             return server
-        known = [n for n, s in self.registry.servers.items() if getattr(s, "auth", None)]
+        known = [n for n, s in self.registry.servers.items() if s.auth is not None]
         hint = f"servers that log in: {', '.join(known)}" if known else "no server logs in"
         self.console.print(Text(f"usage: /{command} NAME ({hint})", style="yellow"))
         return None

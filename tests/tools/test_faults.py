@@ -375,7 +375,7 @@ def test_schema_descriptions_and_depth_are_cut() -> None:
 async def test_a_flooded_server_log_is_rotated_not_grown_without_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agent.tools.mcp.LOG_LIMIT", 4000)
+    monkeypatch.setattr("agent.tools.server_log.LOG_LIMIT", 4000)
     settings = settings_for(tmp_path, stdio("f", fault_server_command(tmp_path)))
     log = tmp_path / "state" / "logs" / "f.log"
     with anyio.fail_after(30):
