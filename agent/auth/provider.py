@@ -28,7 +28,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
-from pydantic import AnyUrl
+from pydantic import AnyHttpUrl, AnyUrl
 
 import agent
 from agent.auth.endpoints import InsecureEndpoint, check_metadata, require_https
@@ -255,7 +255,7 @@ class AgentOAuthProvider(_AgentFlow, OAuthClientProvider):
     ) -> None:
         metadata = OAuthClientMetadata(
             client_name=CLIENT_NAME,
-            client_uri=AnyUrl("https://github.com/modelcontextprotocol"),
+            client_uri=AnyHttpUrl("https://github.com/modelcontextprotocol"),
             software_id=CLIENT_NAME,
             software_version=agent.__version__,
             redirect_uris=[AnyUrl(f"http://127.0.0.1:{oauth.redirect_port or 0}/callback")],
