@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import mcp.types as types
@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from agent.auth.store import FileTokenStorage
     from agent.tools.tasks import TaskState, TaskWatch
 
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+class ProgressFn(Protocol):
+    """(progress, total, message) of a running call: the SDK's `ProgressFnT`, so an MCP
+    connection hands it to the SDK as it is."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+
 # lost: died, reconnects on the next call; down: gave up on it for this session.
 State = Literal["idle", "connecting", "ready", "lost", "reconnecting", "failed", "down", "closed"]
 RESTART_WINDOW = 60.0  # seconds over which restarts count towards "keeps dying"

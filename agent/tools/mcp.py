@@ -15,13 +15,14 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx2
 import mcp.types as types
 import pydantic
 from mcp import Client, MCPError
+from mcp.client.session import ElicitationFnT, ListRootsFnT, MessageHandlerFnT, SamplingFnT
 from mcp.client.streamable_http import MCP_SESSION_ID
 from mcp.client.subscriptions import (
     ListenNotSupportedError,
@@ -75,10 +76,10 @@ from agent.tools.server_log import ServerLog
 from agent.tools.tasks import DEFAULT_TASK_LIMIT, TaskAccepted, TaskState, TaskWatch
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
-MessageHandler = Callable[[Any], Awaitable[None]]
+MessageHandler = MessageHandlerFnT
 
 # 2026-07-28 servers send log messages only to requests that opt in, from this level up.
-LOG_LEVEL = "info"
+LOG_LEVEL: types.LoggingLevel = "info"
 # `subscriptions/listen` events, as the notifications a handshake-era server would send.
 _LISTEN_EVENTS: dict[type, Callable[[], Any]] = {
     ToolsListChanged: types.ToolListChangedNotification,
@@ -91,13 +92,13 @@ _LISTEN_EVENTS: dict[type, Callable[[], Any]] = {
 class ClientCallbacks:
     """Server-to-client requests. Passing one is what advertises the capability."""
 
-    sampling: Callable[..., Awaitable[Any]] | None = None
-    elicitation: Callable[..., Awaitable[Any]] | None = None
-    list_roots: Callable[..., Awaitable[Any]] | None = None
+    sampling: SamplingFnT | None = None
+    elicitation: ElicitationFnT | None = None
+    list_roots: ListRootsFnT | None = None
     sampling_capabilities: types.SamplingCapability | None = None  # e.g. sampling.tools
 
 
-def roots_callback(folders: Iterable[Path]) -> Callable[..., Awaitable[types.ListRootsResult]]:
+def roots_callback(folders: Iterable[Path]) -> ListRootsFnT:
     """Offer these folders as the roots."""
     roots = [
         types.Root(uri=folder.resolve().as_uri(), name=folder.name or str(folder))  # type: ignore[arg-type]
@@ -427,7 +428,8 @@ class MCPServerConnection(ToolServer):
                 arguments,
                 read_timeout_seconds=timeout,
                 progress_callback=progress,
-                meta=meta,
+                # RequestParamsMeta is an open TypedDict (extra_items=Any): any str-keyed dict
+                meta=cast(types.RequestParamsMeta | None, meta),
             )
 
         watch = task or TaskWatch(limit=DEFAULT_TASK_LIMIT)
@@ -539,7 +541,8 @@ class MCPServerConnection(ToolServer):
     async def extension_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         async def send(client: Client) -> dict[str, Any]:
             request = _ExtensionRequest(method=method, params=params)
-            return await client.session.send_request(request, _JSON_OBJECT)
+            # The SDK validates with any TypeAdapter; its TypeVar's BaseModel bound is too narrow.
+            return await client.session.send_request(request, _JSON_OBJECT)  # type: ignore[type-var]
 
         return await self._request(method, send, changes_nothing=True)
 

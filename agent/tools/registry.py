@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -256,7 +256,7 @@ class ToolRegistry:
         # Told why a server is slow to start (a launcher downloading it), as it happens.
         self.start_listener: Callable[[str], None] | None = None
         # Told (server, uri) when a server says a resource it publishes was updated.
-        self.update_listeners: list[Callable[[str, str], Awaitable[None]]] = []
+        self.update_listeners: list[Callable[[str, str], Coroutine[Any, Any, None]]] = []
         # Told (server, kind) after a server's prompts or resources changed (the catalog).
         self.list_listeners: list[ListListener] = []
         self._queued: dict[str, _Refresh] = {}  # waiting out the debounce, by server
@@ -607,7 +607,7 @@ class ToolRegistry:
             raise TimeoutError  # cancelled from outside before it answered
         ok, value = outcome[0]
         if ok:
-            return value  # type: ignore[no-any-return]
+            return value
         raise value
 
     async def refresh_tasks(self) -> list[TaskState]:

@@ -597,7 +597,7 @@ class Repl(AppFrontEnd):
         always = ", ".join(f"{s} › {t}" for s, t in sorted(policy.always)) or "none"
         self.console.print(Text(f"approval: {policy.mode}; always allowed: {always}"))
         trusted = [
-            f"{cfg.name} › {'*' if cfg.trust is True else ', '.join(cfg.trust)}"
+            f"{cfg.name} › {', '.join(cfg.trust) if isinstance(cfg.trust, tuple) else '*'}"
             for cfg in self.settings.servers
             if cfg.trust
         ]
