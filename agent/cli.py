@@ -27,7 +27,7 @@ from agent.signals import SignalEnded, ending_signals_raise
 from agent.tools.prestart import Prestarts, prestart
 from agent.trust_cli import settle, trust_app
 
-# The other codes (1 runtime error, 3 max_steps) come from a run's status: session.EXIT_CODES.
+# The other codes (1 runtime error, 3 max_steps) come from a run's status: output.EXIT_CODES.
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 CLOSE_FLAG = 0.75  # how alike a mistyped flag and a real one must be to suggest it
 CLI_SERVER_NAME = "main"
@@ -291,7 +291,7 @@ def run(
     try:
         # The stdio servers start now, while the heavy imports below load.
         prestarts = prestart(settings.servers, os.environ)
-        from agent.session import run_repl, run_single  # heavy: once settings are valid
+        from agent.front_ends import run_repl, run_single  # heavy: once settings are valid
 
         if request is None:
             code = run_repl(settings, resume=resume, prestarts=prestarts)

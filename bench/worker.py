@@ -1,6 +1,6 @@
 """In-process measurements, run in a child process: `python -m bench.worker MODE ARGS_JSON`.
 
-The agent runs here (ToolRegistry + Agent wired as agent/session.py does) while the scripted
+The agent runs here (ToolRegistry + Agent wired as agent/startup.py does) while the scripted
 model runs in the parent, so model time and agent time never share a GIL. Prints one JSON
 object on stdout.
 """
@@ -26,7 +26,7 @@ from rich.console import Console
 from agent.config import ServerConfig, Settings, build_settings
 from agent.llm import Reply
 from agent.react import AGENT_TOOL_NAMES
-from agent.session import build_agent, make_model, open_transcript
+from agent.startup import build_agent, make_model, open_transcript
 from agent.tools.registry import ToolRegistry
 
 SETTLE_SECONDS = 0.6  # server-everything's list_changed burst -> one debounced re-list (0.25 s)
@@ -157,9 +157,9 @@ async def _timed_run(
 ) -> tuple[float, float]:
     """One request through a fresh Agent (with its transcript, as the CLI has): wall seconds
     and the seconds the agent spent waiting on the model."""
-    session = open_transcript(settings, None, Console(stderr=True))
+    saved = open_transcript(settings, None, Console(stderr=True))
     clocked = _ClockedModel(model)
-    agent = build_agent(settings, registry, clocked, None, session, None)  # type: ignore[arg-type]
+    agent = build_agent(settings, registry, clocked, None, saved, None)  # type: ignore[arg-type]
     status = None
     try:
         started = time.perf_counter()
@@ -167,7 +167,7 @@ async def _timed_run(
             status = getattr(event, "status", status)
         elapsed = time.perf_counter() - started
     finally:
-        session.transcript.close()
+        saved.transcript.close()
     if status != "answered":
         raise RuntimeError(f"the {text!r} run ended with status {status!r}")
     return elapsed, clocked.seconds

@@ -1,6 +1,6 @@
-"""The modules' imports run one way: cli -> session -> ui / catalog -> react -> tools ->
-config / llm -> redact / memory. A front end receives what the session built; nothing below
-imports what is above it (a second front end can be added without touching the first)."""
+"""The modules' imports run one way: cli -> front_ends -> startup -> ui / catalog -> react ->
+tools -> config / llm -> redact / memory. A front end receives what start-up built; nothing
+below imports what is above it (a second front end can be added without touching the first)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,9 @@ def imports_in(tree: ast.AST) -> set[str]:
 LAYERS: tuple[tuple[str, ...], ...] = (
     # entry points: the commands, and the bundled server (a program of its own)
     ("agent.cli", "agent.login", "agent.mcp_cli", "agent.trust_cli", "agent.server"),
-    ("agent.session", "agent.session_hooks"),  # builds a run and hands it to a front end
+    ("agent.front_ends",),  # the single-shot run and the REPL, built on an open session
+    # opens a session (and closes it); a single-shot run's stdout
+    ("agent.startup", "agent.session_hooks", "agent.output"),
     # front ends and what they show or answer: REPL, app views, resources, skills, server asks
     ("agent.ui", "agent.apps.host", "agent.catalog", "agent.skills", "agent.server_requests"),
     # the loop and what it calls on each step
@@ -114,7 +116,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
     graph = import_graph()
-    assert graph["agent.session"] >= {"agent.config", "agent.react"}  # the graph is real
+    assert graph["agent.startup"] >= {"agent.config", "agent.react"}  # the graph is real
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
@@ -123,8 +125,10 @@ def test_lower_layers_never_import_upper_ones() -> None:
     for name, deps in graph.items():
         if name != "agent.cli":
             assert "agent.cli" not in deps, name
-        if name not in ("agent.cli", "agent.session"):
-            assert "agent.session" not in deps, f"{name} imports the session; pass it down"
+        if name not in ("agent.cli", "agent.front_ends", "agent.startup"):
+            assert "agent.startup" not in deps, f"{name} imports start-up; pass it down"
+        if name != "agent.cli":
+            assert "agent.front_ends" not in deps, f"{name} imports the front ends"
     assert not {d for d in graph["agent.redact"] if d != "agent.errors"}, graph["agent.redact"]
     assert not any(d.startswith("agent.ui") for d in graph["agent.ui.input"])
 

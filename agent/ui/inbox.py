@@ -65,7 +65,7 @@ class Inbox:
             raise item.error
         return item.value
 
-    async def next(self, session: Any, message: str) -> str | Item:
+    async def next(self, input_line: Any, message: str) -> str | Item:
         """The next line typed, or the next item (which interrupts the prompt)."""
         if self._items:
             return self._items.popleft()
@@ -78,14 +78,14 @@ class Inbox:
                 nonlocal line, failure
                 draft, self._draft = self._draft, ""
                 try:
-                    line = await session.prompt_async(message, default=draft)
+                    line = await input_line.prompt_async(message, default=draft)
                 except (KeyboardInterrupt, EOFError) as exc:
                     failure = exc
                 tg.cancel_scope.cancel()
 
             async def wait() -> None:
                 await self._arrived.wait()
-                buffer = getattr(session, "default_buffer", None)
+                buffer = getattr(input_line, "default_buffer", None)
                 self._draft = buffer.text if buffer is not None else ""
                 tg.cancel_scope.cancel()
 

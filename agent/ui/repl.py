@@ -1,6 +1,6 @@
 """The interactive REPL: prompt-toolkit input, slash commands, rich output.
 
-Built by injection (console, prompt session, agent, registry) so tests drive it with a
+Built by injection (console, input line, agent, registry) so tests drive it with a
 pipe input and a console on a StringIO. Ctrl-C during a turn cancels that turn only;
 memory stays valid (cut-short tool calls are recorded as cancelled).
 """
@@ -57,10 +57,16 @@ class Command:
 
 
 class Repl(AppFrontEnd):
+    """`input_line`: a prompt-toolkit PromptSession at a terminal, or agent.ui.input's
+    PipedLines. Input from a pipe: `status` (stderr) takes the status lines so stdout
+    holds only what was asked for, `can_ask` is False (questions are never read from the
+    pipe) and `on_answer` prints each answer. `on_cancel`: called when the user cancels a
+    turn (stops servers' sampling requests it caused)."""
+
     def __init__(
         self,
         console: Console,
-        session: PromptSession[str],
+        input_line: PromptSession[str],
         agent: Agent,
         registry: ToolRegistry,
         settings: Settings,
@@ -69,6 +75,11 @@ class Repl(AppFrontEnd):
         catalog: Catalog | None = None,
         skills: Skills | None = None,
         apps: AppHost | None = None,
+        *,
+        status: Console | None = None,
+        can_ask: bool = True,
+        on_answer: Callable[[str], None] | None = None,
+        on_cancel: Callable[[], None] | None = None,
     ) -> None:
         self.transcript = transcript
         self.skills = skills or Skills([])
@@ -77,7 +88,7 @@ class Repl(AppFrontEnd):
         self._question_turn = anyio.Lock()  # one question on screen at a time
         self.catalog = catalog or Catalog(registry)
         self.console = console
-        self.session = session
+        self.input_line = input_line
         self.agent = agent
         self.registry = registry
         self.settings = settings
@@ -86,13 +97,10 @@ class Repl(AppFrontEnd):
         # What Ctrl-C cancels: the innermost of a command and the turn it may start.
         self._scopes: list[anyio.CancelScope] = []
         self._asking = False  # a question is open: log lines wait, they would tear it
-        # Called when the user cancels a turn (stops servers' sampling requests it caused).
-        self.on_cancel: Callable[[], None] | None = None
-        # Input from a pipe (PipedLines): stdout holds only what was asked for (answers,
-        # command output), status lines go to `status`, questions are never read.
-        self.status: Console = console
-        self.can_ask = True
-        self.on_answer: Callable[[str], None] | None = None  # else the renderer shows it
+        self.on_cancel = on_cancel
+        self.status: Console = status or console
+        self.can_ask = can_ask
+        self.on_answer = on_answer  # None: the renderer shows it
         self._logs = LogLines(console)  # printed on `status` (see server_log)
         for name, help_text, handler in (
             ("help", "show the commands", self._help),
@@ -184,7 +192,7 @@ class Repl(AppFrontEnd):
         )
         while True:
             try:
-                item = await self.inbox.next(self.session, "› ")
+                item = await self.inbox.next(self.input_line, "› ")
             except KeyboardInterrupt:
                 continue
             except EOFError:
@@ -295,12 +303,12 @@ class Repl(AppFrontEnd):
             return await self._question(text, default)
 
     async def _question(self, text: str, default: str) -> str | None:
-        buffer = self.session.default_buffer
+        buffer = self.input_line.default_buffer
         history, buffer.history = buffer.history, InMemoryHistory()
         self._asking = True
         with self.renderer.suspended():
             try:
-                return (await self.session.prompt_async(clean(text), default=default)).strip()
+                return (await self.input_line.prompt_async(clean(text), default=default)).strip()
             except KeyboardInterrupt:
                 self._cancel_innermost()
                 await anyio.lowlevel.checkpoint()  # in the turn's own task: cancelled here
@@ -632,11 +640,11 @@ class Repl(AppFrontEnd):
 
     async def _save(self, arg: str) -> None:
         """Markdown as shown on screen: secrets masked, control characters as escapes."""
-        session = self.transcript.session_id if self.transcript else "session"
+        session_id = self.transcript.session_id if self.transcript else "session"
         text = clean(self.registry.redact(to_markdown(self.agent.memory.messages)))
         try:
             path = await anyio.to_thread.run_sync(
-                save_export, text, self.settings.state_dir, session, arg
+                save_export, text, self.settings.state_dir, session_id, arg
             )
         except OSError as exc:
             where = exc.filename or arg

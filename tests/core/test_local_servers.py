@@ -28,8 +28,9 @@ from agent.events import Event, Notice, RunFinished
 from agent.llm import Reply, RetryNotice, Usage
 from agent.local import find_local_server, foreign_ports, listener_owners
 from agent.memory import Memory
+from agent.output import RunRecord
 from agent.react import Agent
-from agent.session import RunRecord, make_model
+from agent.startup import make_model
 from agent.tools.base import ToolSpec
 from agent.tools.registry import openai_tool
 from agent.ui.render import NORMAL, QUIET, EventRenderer

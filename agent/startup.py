@@ -1,7 +1,10 @@
-"""Wiring for one process: model + registry + memory + agent, then a front end.
+"""Start-up: open everything a session holds, and close it again.
 
-Single-shot: stdout holds only the answer (or one JSON object); everything else goes to
-stderr. The REPL lives in agent.ui.repl and is given the same pieces.
+A session is one conversation from start to exit (what `--resume` continues). Opening
+one is the same for every front end (agent.front_ends): `prepare_session` (the model
+client, hooks, the transcript: what is wrong with the settings shows here) and then
+`open_session` (the servers, skills, the catalog, the agent); what differs between the
+front ends is given as arguments.
 """
 
 from __future__ import annotations
@@ -9,14 +12,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import json
 import os
 import platform
-import sys
-import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlparse
 
 import anyio
@@ -28,44 +28,28 @@ from agent.auth.login import LoginHost
 from agent.catalog import Catalog
 from agent.config import Settings
 from agent.errors import ConfigError
-from agent.events import (
-    Event,
-    RunFinished,
-    StepStarted,
-    TaskUpdate,
-    ToolCallFinished,
-    ToolCallStarted,
-    Usage,
-)
+from agent.events import Usage
 from agent.hook_files import HookSet
 from agent.llm import DEFAULT_MAX_TOKENS, OpenAIModel, warm_model_imports
 from agent.local import describe_ports, find_local_server, foreign_ports
 from agent.memory import Memory, describe_environment
+from agent.output import server_states
 from agent.prices import PriceTable
 from agent.react import AGENT_TOOL_NAMES, Agent
 from agent.server_requests import ServerRequests
 from agent.session_hooks import read_hooks, session_hooks, start_session
-from agent.signals import ended_by_signals
 from agent.skills import Skills, merged_tools, open_skills
 from agent.telemetry_open import open_telemetry
-from agent.text import valid_unicode
 from agent.tools.base import ServerStatus
 from agent.tools.prestart import Prestarts
 from agent.tools.registry import ToolRegistry
-from agent.tools.results import strip_marker
 from agent.tools.search import SearchBudget, ToolSearch, default_budget_tokens
 from agent.tools.stored import ResultStore
 from agent.transcript import Loaded, Transcript, find_session, load
-from agent.ui.inline_image import inline_protocol
-from agent.ui.render import NORMAL, QUIET, VERBOSE, EventRenderer, LogLines
-from agent.ui.safe import SafeConsole, clean, json_text, markdown
+from agent.ui.render import NORMAL, QUIET, VERBOSE
+from agent.ui.safe import clean
 from agent.vision import vision_mode
 
-if TYPE_CHECKING:
-    from agent.apps.host import AppHost
-
-EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
-CUT_SHORT = "cancelled by the user before it finished"
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 
@@ -182,7 +166,7 @@ async def connected(
         yield registry
 
 
-def _say_declined(stderr: Console, redact: Callable[[str], str], server: str, asked: str) -> None:
+def say_declined(stderr: Console, redact: Callable[[str], str], server: str, asked: str) -> None:
     """A form a script cannot answer was declined: say so, as the REPL would show it."""
     shown = clean(redact(asked))[:200]
     stderr.print(
@@ -219,11 +203,6 @@ def _cause(status: ServerStatus) -> str:
     stderr lines and where its log is (no warning line repeats it)."""
     cause = status.error or "unknown"
     return f"{cause} (log: {status.log_path})" if status.log_path else cause
-
-
-def server_states(registry: ToolRegistry) -> list[dict[str, Any]]:
-    """Each server's state for --output json (a script can tell which one failed)."""
-    return [{"name": s.name, "state": s.state, "error": s.error} for s in registry.statuses()]
 
 
 def _connecting(console: Console, settings: Settings) -> contextlib.AbstractContextManager[Any]:
@@ -271,7 +250,7 @@ def build_agent(
     registry: ToolRegistry,
     model: OpenAIModel,
     ask: AskFn | None,
-    session: Loaded,
+    saved: Loaded,
     catalog: Catalog | None = None,
     skills: Skills | None = None,
     hookset: HookSet | None = None,
@@ -279,9 +258,9 @@ def build_agent(
     memory = Memory.with_instructions(
         settings.agent.system_prompt, registry.instructions(), environment(registry)
     )
-    memory.messages.extend(session.messages)
-    memory.sink = session.transcript.append
-    memory.marker = session.transcript.mark
+    memory.messages.extend(saved.messages)
+    memory.sink = saved.transcript.append
+    memory.marker = saved.transcript.mark
     for call_id in memory.pending_call_ids():  # a session killed mid-step
         memory.add_tool_result(call_id, "Error: interrupted before it finished")
     approval = ApprovalPolicy(mode=settings.ui.approval, ask=ask, trusted=settings.trusts)
@@ -301,8 +280,8 @@ def build_agent(
         vision=vision_mode(settings.llm.vision),
         tool_calls=settings.llm.tool_calls,
         compact_at=settings.agent.compact_at,
-        results=ResultStore(session.transcript.path.with_suffix(".results"), registry.redact),
-        hooks=session_hooks(hookset or HookSet(), settings, approval, session),
+        results=ResultStore(saved.transcript.path.with_suffix(".results"), registry.redact),
+        hooks=session_hooks(hookset or HookSet(), settings, approval, saved),
         price=pricing(settings, model),
         telemetry=open_telemetry(
             os.environ,
@@ -310,7 +289,7 @@ def build_agent(
             endpoint=settings.telemetry.endpoint,
             capture_content=settings.telemetry.capture_content,
         ),
-        image_store=session.transcript.images,
+        image_store=saved.transcript.images,
     )
 
 
@@ -375,307 +354,120 @@ async def open_catalog(
 
 
 @dataclass
-class RunRecord:
-    """What a single-shot run reports in --output json, even when it is cut short."""
+class Prepared:
+    """The first half of opening a session, done before anything runs: what is wrong with
+    the settings (no API key, no session to resume) ends the process here, with nothing
+    to report yet."""
 
-    finished: RunFinished | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    steps: int = 0
-    servers: list[dict[str, Any]] = field(default_factory=list)
-    _slots: dict[str, int] = field(default_factory=dict)
-    _started: dict[str, float] = field(default_factory=dict)  # unfinished calls: start time
-    _tasks: dict[str, dict[str, str]] = field(default_factory=dict)  # calls run as tasks
-
-    def add(self, event: Event) -> None:
-        if isinstance(event, StepStarted):
-            self.steps = event.step
-        elif isinstance(event, ToolCallStarted):  # a slot in call order; filled when it ends
-            self._slots[event.call_id] = len(self.tool_calls)
-            self._started[event.call_id] = time.perf_counter()
-            self.tool_calls.append(self._entry(event, CUT_SHORT, True, 0.0))
-        elif isinstance(event, ToolCallFinished):
-            slot = self._slots.pop(event.call_id, None)
-            self._started.pop(event.call_id, None)
-            if slot is None:
-                slot = len(self.tool_calls)
-                self.tool_calls.append({})
-            output = strip_marker(event.output)
-            self.tool_calls[slot] = self._entry(event, output, event.is_error, event.duration_ms)
-            if event.structured is not None:  # the model may have had the text only
-                self.tool_calls[slot]["structured_content"] = event.structured
-            if event.images:
-                self.tool_calls[slot]["images"] = [
-                    {"mime": i.mime_type, "bytes": i.bytes, "path": i.path} for i in event.images
-                ]
-            if (task := self._tasks.pop(event.call_id, None)) is not None:
-                self.tool_calls[slot]["task"] = task
-        elif isinstance(event, TaskUpdate):  # the call runs as a task: its id, last status
-            self._tasks[event.call_id] = {"id": event.task_id, "status": event.status}
-            if (slot := self._slots.get(event.call_id)) is not None:
-                self.tool_calls[slot]["task"] = self._tasks[event.call_id]
-        elif isinstance(event, RunFinished):
-            self.finished = event
-
-    @staticmethod
-    def _entry(
-        event: ToolCallStarted | ToolCallFinished, output: str, is_error: bool, ms: float
-    ) -> dict[str, Any]:
-        return {
-            "server": event.server or None,
-            "tool": event.tool,
-            "name": event.name,
-            "arguments": event.arguments,
-            "is_error": is_error,
-            "output": output,
-            "duration_ms": round(ms, 1),
-        }
-
-    def to_json(
-        self, usage_so_far: Usage | None = None, session: Usage | None = None
-    ) -> dict[str, Any]:
-        """`usage_so_far` (the agent's count) stands in when the run was cut short;
-        `session`: the session's usage (the turn's is the run's)."""
-        done = self.finished or RunFinished(
-            "cancelled", None, self.steps, usage_so_far or Usage(), "interrupted"
-        )
-        for call_id, at in self._started.items():  # cut short: how long it ran
-            self.tool_calls[self._slots[call_id]]["duration_ms"] = round(
-                (time.perf_counter() - at) * 1000, 1
-            )
-        return {
-            "answer": done.answer,
-            "status": done.status,
-            "steps": done.steps,
-            "tool_calls": self.tool_calls,
-            "usage": {
-                **usage_json(done.usage),
-                **({"session": usage_json(session)} if session is not None else {}),
-            },
-            "error": done.error,
-            "servers": self.servers,
-        }
+    settings: Settings  # with a local model server found, when none was configured
+    model: OpenAIModel
+    hookset: HookSet
+    saved: Loaded  # the transcript, and what a resume read back from it
+    resumed: bool
 
 
-def usage_json(usage: Usage) -> dict[str, Any]:
-    """Token counts (null: the server reported none, as many local servers do) and the
-    cost in US dollars, or "unknown" (no price for the model, or no counts): never 0."""
-    known = usage.known
-    return {
-        "prompt_tokens": usage.prompt_tokens if known else None,
-        "completion_tokens": usage.completion_tokens if known else None,
-        "cached_tokens": usage.cached_tokens if known else None,
-        "cost_usd": round(usage.cost_usd, 6) if usage.cost_known else "unknown",
-    }
-
-
-def print_answer(answer: str) -> None:
-    """Rendered on a terminal; as written (no wrapping, no markup) into pipes and files, but
-    with control and invisible characters shown (`| cat` must not retitle the terminal)."""
-    if sys.stdout.isatty():
-        SafeConsole().print(markdown(answer))
-    else:
-        answer = clean(answer)
-        sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
-        sys.stdout.flush()
-
-
-async def _single(
-    settings: Settings, request: str, output: str, resume: str | None, prestarts: Prestarts | None
-) -> int:
-    stderr = SafeConsole(stderr=True)
+def prepare_session(
+    settings: Settings, stderr: Console, resume: str | None, notices: Console
+) -> Prepared:
+    """`notices`: where 'resumed session …' goes (the REPL's screen, or stderr)."""
     settings = with_local_server(settings, stderr)
-    redact = settings.redactor(os.environ)
     model = make_model(settings)
     hookset = read_hooks(settings, stderr)
-    session = open_transcript(settings, resume, stderr)
-    record = RunRecord()
-    agent: Agent | None = None
-    renderer = EventRenderer(
-        stderr, verbosity=verbosity(settings), stream_answer=False, redact=redact
-    )
-    reported = False
-
-    def report() -> None:
-        """The answer (or the JSON object) out and flushed, once: as soon as the run ends,
-        before the servers close, so closing them is not the caller's wait."""
-        nonlocal reported
-        if reported:
-            return
-        reported = True
-        renderer.close()
-        if output == "json":
-            so_far = agent.run_usage if agent is not None else None
-            session_usage = agent.session_usage if agent is not None else None
-            line = json.dumps(
-                redact.deep(record.to_json(so_far, session_usage)), ensure_ascii=False
-            )
-            print(json_text(valid_unicode(line)), flush=True)
-        elif record.finished is not None and record.finished.answer is not None:
-            print_answer(redact(record.finished.answer))
-
-    try:
-        requests = ServerRequests(
-            model,
-            auto_approve=settings.ui.approval == "yes",
-            max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
-            on_declined=functools.partial(_say_declined, stderr, settings.redactor(os.environ)),
-        )
-        async with connected(
-            settings, stderr, requests, prestarts=prestarts, single_shot=True
-        ) as registry:
-            record.servers = server_states(registry)
-            if (problem := unavailable(registry)) is not None:
-                refused = RunFinished("error", None, 0, Usage(), problem)
-                record.add(refused)
-                renderer.handle(refused)
-                return EXIT_CODES["error"]
-            logs = LogLines(stderr)
-            if settings.ui.verbose:
-                registry.log_listener = logs.add
-            skills = await load_skills(settings, registry, stderr)
-            catalog = await open_catalog(registry, stderr, skills)
-            request, problems = await catalog.expand_refs(request)
-            for problem in problems:
-                stderr.print(
-                    f"warning: {redact(problem)}", markup=False, highlight=False, style="yellow"
-                )
-            agent = build_agent(settings, registry, model, None, session, catalog, skills, hookset)
-            requests.on_sampled = sampling_reporter(agent, stderr, settings)
-            await start_session(agent, resume is not None, stderr)
-            async for event in agent.run(request):
-                record.add(event)
-                renderer.handle(event)
-            logs.flush()
-            record.servers = server_states(registry)
-            report()
-            registry.hasten_shutdown()  # the process ends next: servers get a short grace
-    finally:
-        report()
-        if agent is not None:
-            agent.telemetry.flush()  # the process ends next: spans out first
-        await model.aclose()
-        session.transcript.close()
-    done = record.finished
-    assert done is not None
-    return EXIT_CODES[done.status]
+    saved = open_transcript(settings, resume, notices)
+    return Prepared(settings, model, hookset, saved, resumed=resume is not None)
 
 
-def run_single(
-    settings: Settings,
-    request: str,
+@dataclass
+class Session:
+    """Everything one session holds while its front end runs (opened by `open_session`)."""
+
+    settings: Settings
+    model: OpenAIModel
+    saved: Loaded
+    requests: ServerRequests  # what servers ask of us: sampling, elicitation, roots
+    registry: ToolRegistry
+    skills: Skills
+    catalog: Catalog
+    agent: Agent
+    request: str | None  # a single-shot run's request, its @refs read
+
+
+class Unavailable(Exception):
+    """A single-shot run cannot go on as if it had its tools (see `unavailable`)."""
+
+    def __init__(self, problem: str, servers: list[dict[str, Any]]) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.servers = servers
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    prepared: Prepared,
+    stderr: Console,
     *,
-    output: str,
-    resume: str | None,
-    prestarts: Prestarts | None = None,
-) -> int:
-    """One request; `prestarts` are its stdio servers, started before the imports."""
-    return anyio.run(ended_by_signals, _single, settings, request, output, resume, prestarts)
+    notices: Console,
+    prestarts: Prestarts | None,
+    login: LoginHost | None = None,
+    apps: bool = False,
+    request: str | None = None,
+    on_declined: Callable[[str, str], None] | None = None,
+    on_log: Callable[[str, str], None] | None = None,
+) -> AsyncIterator[Session]:
+    """Connect the servers, then skills, the catalog and the agent (SessionStart hooks
+    run); everything is closed here, in the task that opened it, however the front end
+    ends: telemetry flushed, servers stopped, the model client and the transcript closed.
 
-
-async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | None = None) -> int:
-    """Build the pieces and hand them to the REPL (the front end never builds them itself).
-
-    Input from a pipe: each line a turn, no prompt-toolkit; stdout holds the answers and
-    command output only, the trace and status lines go to stderr, questions are not asked.
+    `request`: a single-shot run's; a required server that failed (or all of them) then
+    raises Unavailable. `login`: how a server that needs a login may ask a person (None
+    never asks); `apps`: the front end shows MCP Apps' pages; `on_log`: MCP log lines (-v).
     """
-    from prompt_toolkit.history import FileHistory, InMemoryHistory  # only the REPL needs them
-
-    from agent.ui.input import (
-        PipedLines,
-        ReplCompleter,
-        history_file,
-        prompt_session,
-        typeahead_unechoed,
-    )
-    from agent.ui.login_host import terminal_host
-    from agent.ui.repl import Repl
-
-    console, stderr = SafeConsole(), SafeConsole(stderr=True)
-    piped = not sys.stdin.isatty()
-    settings = with_local_server(settings, stderr)
-    model = make_model(settings)
-    hookset = read_hooks(settings, stderr)
-    loaded = open_transcript(settings, resume, stderr if piped else console)
-    if piped:
-        session: Any = PipedLines(sys.stdin)
-    else:
-        try:
-            history: FileHistory | InMemoryHistory = FileHistory(str(history_file(settings)))
-        except OSError:
-            history = InMemoryHistory()
-        session = prompt_session(history)
+    settings, model, saved = prepared.settings, prepared.model, prepared.saved
+    agent: Agent | None = None
     try:
         requests = ServerRequests(
             model,
             auto_approve=settings.ui.approval == "yes",
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
+            on_declined=on_declined,
         )
-        login = None if piped else terminal_host(stderr, paste=False)
+        single_shot = request is not None
         async with connected(
             settings,
             stderr,
             requests,
             prestarts=prestarts,
             login=login,
-            apps=True,  # the REPL hosts MCP Apps' pages: declare the extension
+            apps=apps,
+            single_shot=single_shot,
         ) as registry:
-            renderer = EventRenderer(
-                stderr if piped else console,
-                verbosity=verbosity(settings),
-                stream_answer=not piped,
-                redact=registry.redact,
-                inline_images=None if piped else inline_protocol(os.environ, console.is_terminal),
-            )
+            if single_shot and (problem := unavailable(registry)) is not None:
+                raise Unavailable(problem, server_states(registry))
+            if settings.ui.verbose and on_log is not None:
+                registry.log_listener = on_log
             skills = await load_skills(settings, registry, stderr)
             catalog = await open_catalog(registry, stderr, skills)
-            agent = build_agent(settings, registry, model, None, loaded, catalog, skills, hookset)
-            requests.on_sampled = sampling_reporter(agent, renderer.console, settings)
-            await start_session(agent, resume is not None, stderr)
-            # Pages are torn down before the servers close (ui/resource-teardown first).
-            async with app_host(settings, registry, agent, catalog) as apps:
-                repl = Repl(
-                    console,
-                    session,
-                    agent,
-                    registry,
-                    settings,
-                    renderer,
-                    loaded.transcript,
-                    catalog,
-                    skills,
-                    apps,
-                )
-                apps.ui = repl
-                if not piped:  # piped: ask-mode calls are refused, as in a single-shot run
-                    agent.approval.ask = repl.ask
-                if settings.ui.verbose:
-                    registry.log_listener = repl.server_log
-                requests.ui = repl
-                repl.on_cancel = requests.cancel_in_flight
-                if piped:
-                    repl.status, repl.can_ask, repl.on_answer = stderr, False, print_answer
-                else:
-                    session.completer = ReplCompleter(repl)
-                try:
-                    with typeahead_unechoed(sys.stdin):  # drawn once, by the prompt
-                        return await repl.loop()
-                finally:
-                    agent.telemetry.flush()
+            if request is not None:
+                request = await expand_refs(catalog, request, stderr)
+            agent = build_agent(
+                settings, registry, model, None, saved, catalog, skills, prepared.hookset
+            )
+            requests.on_sampled = sampling_reporter(agent, notices, settings)
+            await start_session(agent, prepared.resumed, stderr)
+            yield Session(
+                settings, model, saved, requests, registry, skills, catalog, agent, request
+            )
     finally:
+        if agent is not None:  # once the servers closed: the loop's last spans have ended
+            agent.telemetry.flush()  # the process ends soon: spans out first
         await model.aclose()
-        loaded.transcript.close()
+        saved.transcript.close()
 
 
-def app_host(settings: Settings, registry: ToolRegistry, agent: Agent, catalog: Catalog) -> AppHost:
-    """The REPL's host for MCP Apps' pages: opens them in a browser when one can show up
-    ($BROWSER, a display) unless `--no-browser`; otherwise it prints their URLs."""
-    from agent.apps.host import AppHost
-    from agent.auth.login import may_open_browser, open_browser
-
-    browse = settings.ui.browser and may_open_browser()
-    opener = open_browser if browse else None
-    return AppHost(registry, agent.approval, browser=opener, catalog=catalog)
-
-
-def run_repl(settings: Settings, *, resume: str | None, prestarts: Prestarts | None = None) -> int:
-    return anyio.run(ended_by_signals, _repl, settings, resume, prestarts)
+async def expand_refs(catalog: Catalog, request: str, stderr: Console) -> str:
+    """The request with its `@server:uri` references read; what could not be read is said."""
+    request, problems = await catalog.expand_refs(request)
+    redact = catalog.registry.redact
+    for problem in problems:
+        stderr.print(f"warning: {redact(problem)}", markup=False, highlight=False, style="yellow")
+    return request
