@@ -80,6 +80,7 @@ async def _single(
             session.registry.hasten_shutdown()  # the process ends next: a short grace
     except* Unavailable as refused:  # raised through the registry's task group
         unavailable = refused.exceptions[0]
+        assert isinstance(unavailable, Unavailable)
         out.record.servers = unavailable.servers
         out.add(RunFinished("error", None, 0, Usage(), unavailable.problem))
     finally:
