@@ -46,41 +46,41 @@ from mcp.client.session import ClientSession
 
 
 async def send_raw_request(
-    session: ClientSession,
+    mcp_session: ClientSession,
     method: str,
     params: Mapping[str, Any] | None,
     opts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One request on the session's dispatcher; its answer as raw JSON (touch 1)."""
-    dispatcher: Any = session._dispatcher
+    """One request on the MCP session's dispatcher; its answer as raw JSON (touch 1)."""
+    dispatcher: Any = mcp_session._dispatcher
     result: dict[str, Any] = await dispatcher.send_raw_request(method, params, opts or {})
     return result
 
 
 async def send_stamped_request(
-    session: ClientSession,
+    mcp_session: ClientSession,
     method: str,
     params: Mapping[str, Any],
     *,
     timeout: float,
     headers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A request as the session itself would send it (touches 1 and 2): its era's `_meta`
+    """A request as the MCP session itself would send it (touches 1 and 2): its era's `_meta`
     and headers, then `headers` on top; the answer as raw JSON."""
     data: dict[str, Any] = {"method": method, "params": dict(params)}
     opts: dict[str, Any] = {}
-    session._stamp(data, opts)  # type: ignore[arg-type]
+    mcp_session._stamp(data, opts)  # type: ignore[arg-type]
     if headers:
         opts.setdefault("headers", {}).update(headers)
     opts["timeout"] = timeout
-    return await send_raw_request(session, method, data["params"], opts)
+    return await send_raw_request(mcp_session, method, data["params"], opts)
 
 
 def absorb_tool_listing(
-    session: ClientSession, page: types.ListToolsResult, *, complete: bool
+    mcp_session: ClientSession, page: types.ListToolsResult, *, complete: bool
 ) -> None:
-    """Give the session a tools page it did not read itself (touch 3)."""
-    absorb = getattr(session, "_absorb_tool_listing", None)
+    """Give the MCP session a tools page it did not read itself (touch 3)."""
+    absorb = getattr(mcp_session, "_absorb_tool_listing", None)
     if absorb is not None:
         absorb(page, complete=complete)
 

@@ -571,9 +571,9 @@ async def _discover(client: Client) -> None:
     does not probe when told the version), which would hide every tool, resource and prompt
     the server has: the spec makes `server/discover` mandatory for servers, so ask it.
     """
-    session = client.session
-    raw = await session.send_discover(client.protocol_version)
-    session.adopt(types.DiscoverResult.model_validate(raw))
+    mcp_session = client.session
+    raw = await mcp_session.send_discover(client.protocol_version)
+    mcp_session.adopt(types.DiscoverResult.model_validate(raw))
 
 
 class _ExtensionRequest(types.Request[dict[str, Any] | None, str]):

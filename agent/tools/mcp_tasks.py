@@ -56,16 +56,16 @@ _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest
 
 
 async def send_raw(
-    session: ClientSession, method: str, params: dict[str, Any], timeout: float
+    mcp_session: ClientSession, method: str, params: dict[str, Any], timeout: float
 ) -> dict[str, Any]:
-    """One request as the session would send it (its era's `_meta` and headers), raw.
+    """One request as the MCP session would send it (its era's `_meta` and headers), raw.
 
     Task requests name their task in `Mcp-Name` (the extension's routing header)."""
     task_id = params.get("taskId")
     headers: dict[str, str] = {}
     if method.startswith("tasks/") and isinstance(task_id, str):
         headers[MCP_NAME_HEADER] = encode_header_value(task_id)
-    return await send_stamped_request(session, method, params, timeout=timeout, headers=headers)
+    return await send_stamped_request(mcp_session, method, params, timeout=timeout, headers=headers)
 
 
 def legacy_task_tool(client: Client | None, task_support: str | None) -> bool:
@@ -153,7 +153,9 @@ async def _follow(
     return await follow(run, snapshot)
 
 
-async def answer_input_requests(session: ClientSession, requests: dict[str, Any]) -> dict[str, Any]:
+async def answer_input_requests(
+    mcp_session: ClientSession, requests: dict[str, Any]
+) -> dict[str, Any]:
     """Each request through the client's callbacks (elicitation asks the user, as a
     standalone `elicitation/create` would); one that cannot be read is declined."""
     responses: dict[str, Any] = {}
@@ -163,8 +165,8 @@ async def answer_input_requests(session: ClientSession, requests: dict[str, Any]
         except ValidationError:
             responses[key] = {"action": "decline"}
             continue
-        context = ClientRequestContext(session=session, request_id=key)
-        response = await session.dispatch_input_request(context, request)
+        context = ClientRequestContext(session=mcp_session, request_id=key)
+        response = await mcp_session.dispatch_input_request(context, request)
         if isinstance(response, types.ErrorData):
             responses[key] = {"action": "decline"}
         else:
