@@ -110,8 +110,8 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
     Input from a pipe: each line a turn, no prompt-toolkit; stdout holds the answers and
     command output only, the trace and status lines go to stderr, questions are not asked.
     """
-    from agent.ui.login_host import terminal_host
     from agent.ui.input import PipedLines, typeahead_unechoed
+    from agent.ui.login_host import terminal_host
 
     console, stderr = SafeConsole(), SafeConsole(stderr=True)
     piped = not sys.stdin.isatty()
