@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -30,6 +30,7 @@ from agent.events import (
     ModelRetry,
     Notice,
     RunFinished,
+    RunStarted,
     StepStarted,
     TaskUpdate,
     TextDelta,
@@ -163,9 +164,33 @@ class EventRenderer:
         self._task_shown: dict[str, str] = {}  # call id -> the task status line last shown
 
     def handle(self, event: Event) -> None:
-        method = getattr(self, f"_on_{event.kind}", None)
-        if method is not None:
-            method(event)
+        """One match over the event types: mypy checks that every type has its arm, and a
+        grep for an event class finds where it is shown."""
+        match event:
+            case RunStarted():
+                pass  # nothing to show: the user just typed the request
+            case StepStarted():
+                self._on_step_started(event)
+            case TextDelta():
+                self._on_text_delta(event)
+            case ModelRetry():
+                self._on_model_retry(event)
+            case AssistantMessage():
+                self._on_assistant_message(event)
+            case ToolCallStarted():
+                self._on_tool_call_started(event)
+            case ToolProgress():
+                self._on_tool_progress(event)
+            case TaskUpdate():
+                self._on_task_update(event)
+            case ToolCallFinished():
+                self._on_tool_call_finished(event)
+            case Notice():
+                self._on_notice(event)
+            case RunFinished():
+                self._on_run_finished(event)
+            case _:
+                assert_never(event)
 
     def close(self) -> None:
         self._end_stream()
