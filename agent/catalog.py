@@ -19,7 +19,7 @@ import mcp.types as types
 from mcp import MCPError
 
 from agent.errors import ToolServerError
-from agent.react import AgentTool
+from agent.tool_offer import AgentTool
 from agent.tools.base import ServerStopped, ToolServer, describe_exception
 from agent.tools.registry import ListKind, ToolRegistry
 from agent.tools.results import Image, Observation, block_text, envelope, error_observation

@@ -17,8 +17,8 @@ from typing import Any
 
 from agent.errors import ModelError
 from agent.events import Notice
-from agent.llm import ChatModel, Reply, Usage
 from agent.memory import CHARS_PER_TOKEN, Memory, Message, estimate_tokens
+from agent.model_types import ChatModel, Reply, Usage
 
 SUMMARY_HEAD = "[Summary of the earlier conversation, written by the assistant]"
 SUMMARY_SYSTEM = (

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from agent.images import SavedImage as SavedImage
 
 # Token counts: one type for the model seam and the events (re-exported for front ends).
-from agent.llm import Usage as Usage
+from agent.model_types import Usage as Usage
 
 RunStatus = Literal["answered", "max_steps", "error", "cancelled"]
 

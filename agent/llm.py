@@ -1,26 +1,24 @@
-"""The model seam: one small protocol and its OpenAI-compatible implementation.
-
-`ChatModel.stream` yields text fragments as they arrive, a `RetryNotice` whenever a request
-is retried, and one `Reply` last. The loop only knows this protocol; tests script it.
+"""The model seam's OpenAI-compatible implementation of `ChatModel` (agent.model_types).
 
 `OpenAIModel` speaks Chat Completions through the `openai` client (any compatible server:
 OpenAI, Ollama, vLLM, LM Studio). It retries only what a retry can fix (429, 5xx, timeouts,
-dropped connections) and turns everything else into a `ModelError` naming the setting to fix.
-The `openai` import is deferred to the first request so start-up stays fast.
+dropped connections) and turns everything else into a `ModelError` naming the setting to fix
+(the rules: agent.openai_errors). The `openai` import is deferred to the first request so
+start-up stays fast.
 """
 
 from __future__ import annotations
 
-import email.utils
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from agent.errors import ContextOverflowError, ModelError, ToolsUnsupportedError
+from agent.errors import ModelError
+from agent.model_types import UNREPORTED, Reply, RetryNotice, ToolCall, Usage
+from agent.openai_errors import EmptyStream, ErrorMapper, Retryable, UseCompletionTokens
 from agent.text import valid_unicode
 
 if TYPE_CHECKING:
@@ -28,8 +26,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 BACKOFF = (0.5, 1.0, 2.0, 4.0)
-MAX_RETRY_AFTER = 20.0
-RETRYABLE_STATUS = frozenset({408, 429})  # and every 5xx
 # An endpoint we cannot connect to is reported within this many seconds, retries included:
 # a refused port or a black-holed host will not start answering between two retries.
 CONNECT_BUDGET = 10.0
@@ -39,145 +35,10 @@ DEFAULT_MAX_TOKENS = 4096
 # No model request, retries included, takes longer than this: a stream that never ends
 # (text forever, keep-alive chunks) is cut. `request_timeout` only bounds a silence.
 REQUEST_DEADLINE = 600.0
-CONTEXT_OVERFLOW_HINTS = (
-    "context_length_exceeded",
-    "context length",
-    "maximum context",
-    "context window",
-    "context size",  # llama.cpp: "request (5367 tokens) exceeds the available context size"
-    "too many tokens",
-    "prompt is too long",
-)
-CONTEXT_OVERFLOW_TYPES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
-# The numbers an overflow message gives (llama.cpp, llama-cpp-python, OpenAI, vLLM wordings).
-_WINDOW_PATTERNS = (
-    r"context size \((\d+) tokens\)",
-    r"maximum context length is (\d+)",
-    r"context window of (\d+)",
-    r"context length of (\d+)",
-)
-_REQUEST_PATTERNS = (
-    r"(\d+) in the messages",  # OpenAI's count without the reply's reserve
-    r"request \((\d+) tokens\)",
-    r"requested (\d+) tokens",
-    r"requested tokens \((\d+)\)",
-    r"resulted in (\d+) tokens",
-    r"(\d+) input tokens",
-)
-# The wordings of an endpoint that takes no `tools` for this model (Ollama, llama-server
-# without --jinja, vLLM without --enable-auto-tool-choice, and generic ones).
-NO_TOOLS_HINTS = (
-    "does not support tools",
-    "requires --jinja",
-    "--enable-auto-tool-choice",
-    "does not support function calling",
-    "does not support tool",
-    "tools are not supported",
-    "tool use is not supported",
-    "tool calling is not supported",
-    "function calling is not supported",
-)
-# 5xx bodies that are about the request, not the server: sending it again cannot help.
-VALIDATION_HINTS = ("validation error", "input should be", "field required", "invalid_request")
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call as the model wrote it; `arguments` is the raw JSON text."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens the server reported; `unreported` counts the requests it gave no usage for
-    (many local servers send none when streaming), so a front end says "unknown", not 0."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    unreported: int = 0
-    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
-    # What the requests cost (agent.prices); `unpriced` counts those with no known price.
-    cost_usd: float = 0.0
-    unpriced: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.unreported + other.unreported,
-            self.cached_tokens + other.cached_tokens,
-            self.cost_usd + other.cost_usd,
-            self.unpriced + other.unpriced,
-        )
-
-    @property
-    def cost_known(self) -> bool:
-        """A price for every request and tokens reported for some: never a made-up 0."""
-        return self.unpriced == 0 and self.known
-
-    def shown_cost(self) -> str:
-        """The cost as a person reads it: "unknown", or dollars ("+": a lower bound)."""
-        if not self.cost_known:
-            return "unknown"
-        return f"${self.cost_usd:.4f}" + ("+" if self.unreported else "")
-
-    @property
-    def known(self) -> bool:
-        """Whether any count was reported (a run of unreported requests knows nothing)."""
-        return self.unreported == 0 or bool(self.prompt_tokens or self.completion_tokens)
-
-    def shown(self, tokens: int) -> str:
-        """One count as a person reads it: "unknown", or a lower bound marked with "+"."""
-        if not self.known:
-            return "unknown"
-        return f"{tokens}+" if self.unreported else str(tokens)
-
-
-UNREPORTED = Usage(unreported=1)
-
-
-@dataclass(frozen=True)
-class Reply:
-    content: str
-    tool_calls: tuple[ToolCall, ...] = ()
-    usage: Usage = field(default_factory=Usage)
-    finish_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class RetryNotice:
-    """A request failed in a retryable way and is about to be sent again.
-
-    `discarded_text` says text of the failed attempt was already streamed and is now void.
-    """
-
-    attempt: int
-    delay: float
-    reason: str
-    discarded_text: bool = False
-
-
-class ChatModel(Protocol):
-    model: str
-
-    def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> AsyncIterator[str | RetryNotice | Reply]: ...
 
 
 class _DeadlinePassed(Exception):
     """The whole request ran past `request_deadline`."""
-
-
-class _Retryable(Exception):
-    def __init__(self, reason: str, delay: float | None = None, *, connect: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.delay = delay
-        self.connect = connect  # no connection was made: bounded by CONNECT_BUDGET
 
 
 @dataclass
@@ -321,14 +182,14 @@ class OpenAIModel:
                         streamed = True
                     yield item
                 return
-            except _UseCompletionTokens as exc:
+            except UseCompletionTokens as exc:
                 if self._max_tokens_key != "max_tokens":
                     raise ModelError(self._gave_up(exc.args[0], attempt)) from None
                 self._max_tokens_key = "max_completion_tokens"  # for this and every request
                 break
             except _DeadlinePassed:
                 raise ModelError(self._past_deadline()) from None
-            except _EmptyStream:
+            except EmptyStream:
                 # llama-cpp-python's chatml-function-calling answers a streamed request with
                 # tools by 200 and no chunks ("Automatic streaming tool choice is not
                 # supported"): ask again without streaming, for this and every request.
@@ -340,7 +201,7 @@ class OpenAIModel:
                     "again without streaming (stream = false from now on)",
                 )
                 break
-            except _Retryable as exc:
+            except Retryable as exc:
                 delay = exc.delay if exc.delay is not None else BACKOFF[attempt - 1]
                 now = time.monotonic()  # another attempt would take about as long as this one
                 next_ends = now - started + delay + (now - attempt_started)
@@ -351,8 +212,8 @@ class OpenAIModel:
                 yield RetryNotice(attempt, delay, exc.reason, streamed)
                 await anyio.sleep(delay)
         # Only a renamed parameter or streaming turned off gets here: the request again, at once.
-        async for item in self.stream(messages, tools, overrides=overrides):
-            yield item
+        async for again in self.stream(messages, tools, overrides=overrides):
+            yield again
 
     def _past_deadline(self, detail: str = "") -> str:
         return (
@@ -410,9 +271,9 @@ class OpenAIModel:
                 with anyio.move_on_after(2, shield=True):
                     await stream.close()
         if not chunks:
-            raise _EmptyStream()
+            raise EmptyStream()
         if finish_reason is None:
-            raise _Retryable("the reply stream ended before the reply was finished")
+            raise Retryable("the reply stream ended before the reply was finished")
         yield Reply("".join(content), calls.calls(), usage, finish_reason)
 
     async def _complete_once(
@@ -467,151 +328,11 @@ class OpenAIModel:
             cast_to=object,
             stream=bool(body.get("stream")),
             stream_cls=AsyncStream[object],
-            options=options,  # type: ignore[arg-type]
+            options=options,  # type: ignore[call-overload]
         )
 
-    def _errors(self) -> _ErrorMapper:
-        return _ErrorMapper(self)
-
-
-class _ErrorMapper:
-    """Maps every openai exception to a retry or an actionable ModelError (one place).
-
-    The classes, most specific first: timeouts and connection failures (retried), HTTP
-    statuses, malformed responses, an error event inside a stream (the base `APIError`:
-    llama-server sends `data: {"error": {"code": 500, ...}}` mid-reply), and any other
-    client error. An HTTP status and a streamed error code are judged by one rule.
-    """
-
-    def __init__(self, model: OpenAIModel) -> None:
-        self.model = model
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or not isinstance(exc, Exception) or isinstance(exc, ModelError):
-            return False
-        import openai
-
-        if isinstance(exc, openai.APITimeoutError):
-            if _caused_by(exc, "ConnectTimeout"):
-                reason = f"could not connect within {self.model.connect_timeout:g} s"
-                raise _Retryable(reason, connect=True) from None
-            raise _Retryable(f"timed out after {self.model.request_timeout:g} s") from None
-        if isinstance(exc, openai.APIConnectionError):
-            connect = _caused_by(exc, "ConnectError")  # refused, DNS: nothing was sent
-            raise _Retryable(f"connection failed ({_root_cause(exc)})", connect=connect) from None
-        if isinstance(exc, openai.APIStatusError):
-            error = _error_body(exc.body)
-            raise self._status_error(exc.status_code, error, exc, exc.response) from None
-        if isinstance(exc, openai.APIResponseValidationError | ValueError):
-            raise ModelError(
-                f"the model endpoint returned malformed data ({_short(str(exc))}); "
-                "is --base-url an OpenAI-compatible /v1 endpoint?"
-            ) from None
-        if isinstance(exc, openai.APIError):  # an error event inside the stream
-            error = _error_body(exc.body)
-            code = error.get("code")
-            status = int(code) if isinstance(code, int | str) and str(code).isdigit() else 0
-            raise self._status_error(status, error, exc, None, streamed=True) from None
-        if isinstance(exc, openai.OpenAIError):
-            raise ModelError(f"the model client failed: {_short(str(exc))}") from None
-        return False
-
-    def _status_error(
-        self,
-        status: int,
-        error: dict[str, Any],
-        exc: Any,
-        response: Any,
-        *,
-        streamed: bool = False,
-    ) -> Exception:
-        """One rule for an HTTP status and for a streamed error event's code (0 if none)."""
-        detail = _short(_error_message(error, exc))
-        kinds = f"{error.get('type') or ''} {error.get('code') or ''}".lower()
-        model = self.model
-        where = f"HTTP {status}" if status else "error event in the stream"
-        if streamed and status:
-            where = f"error event {status} in the stream"
-        if _is_overflow(status, kinds, detail):
-            return ContextOverflowError(
-                f"the request did not fit the model's context: {detail}",
-                context_window=_overflow_number(error, "n_ctx", _WINDOW_PATTERNS, detail),
-                request_tokens=_overflow_number(
-                    error, "n_prompt_tokens", _REQUEST_PATTERNS, detail
-                ),
-            )
-        if status not in (401, 403, 404, 429) and any(h in detail.lower() for h in NO_TOOLS_HINTS):
-            return ToolsUnsupportedError(
-                f"the model endpoint does not take tools ({where}): {detail}", status=status
-            )
-        if status in (401, 403):
-            return ModelError(
-                f"the model endpoint rejected the API key (HTTP {status}); set OPENAI_API_KEY "
-                "or api_key in [llm] of config/config.toml"
-            )
-        if status == 404:
-            return ModelError(
-                f"model '{model.model}' or the endpoint was not found (HTTP 404) at "
-                f"{model.base_url or 'the default OpenAI endpoint'}; check --model / "
-                "OPENAI_MODEL and --base-url / OPENAI_BASE_URL (it usually ends in /v1)"
-            )
-        if status == 400 and "max_completion_tokens" in detail and model.max_tokens is not None:
-            return _UseCompletionTokens(detail)
-        if status == 429 and "insufficient_quota" in detail:
-            return ModelError(f"the model endpoint says the quota is used up (429): {detail}")
-        invalid = any(h in f"{kinds} {detail}".lower() for h in VALIDATION_HINTS)
-        if (status in RETRYABLE_STATUS or status >= 500 or not status) and not invalid:
-            return _Retryable(f"{where}: {detail}", _retry_after(response))
-        if invalid and status >= 500:  # a server that reports a bad request as its own failure
-            return ModelError(
-                f"the model endpoint rejected the request as invalid ({where}, not retried): "
-                f"{detail}"
-            )
-        return ModelError(
-            f"the model endpoint rejected the request ({where}): {detail}", status=status or None
-        )
-
-
-class _EmptyStream(Exception):
-    """A 200 stream with no chunk at all: the endpoint cannot stream this request."""
-
-
-class _UseCompletionTokens(Exception):
-    """The endpoint wants `max_completion_tokens` instead of `max_tokens` (OpenAI's reasoning
-    models): the request is re-sent at once with the other name."""
-
-
-def _error_body(body: Any) -> dict[str, Any]:
-    """The error object of a response body: `{"error": {...}}`, `{...}` or a bare string."""
-    inner = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(inner, dict):
-        return inner
-    return {"message": inner} if isinstance(inner, str) and inner else {}
-
-
-def _is_overflow(status: int, kinds: str, detail: str) -> bool:
-    """Context overflow, by the error's type or code first, then by its wording."""
-    if status in (401, 403, 404, 429):
-        return False
-    if any(kind in CONTEXT_OVERFLOW_TYPES for kind in kinds.split()):
-        return True
-    return any(h in detail.lower() for h in CONTEXT_OVERFLOW_HINTS)
-
-
-def _overflow_number(
-    error: dict[str, Any], key: str, patterns: tuple[str, ...], detail: str
-) -> int | None:
-    """A token count the overflow error states: a field (llama.cpp), else the wording."""
-    value = error.get(key)
-    if isinstance(value, int) and value > 0:
-        return value
-    for pattern in patterns:
-        if match := re.search(pattern, detail, re.IGNORECASE):
-            return int(match.group(1))
-    return None
+    def _errors(self) -> ErrorMapper:
+        return ErrorMapper(self)
 
 
 async def _before(deadline: float, step: Awaitable[T]) -> T:
@@ -631,54 +352,3 @@ def _usage(raw: dict[str, Any]) -> Usage:
     cached = cached or raw.get("prompt_cache_hit_tokens") or 0
     prompt, completion = int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0)
     return Usage(prompt, completion, cached_tokens=min(int(cached), prompt))
-
-
-def _error_message(error: dict[str, Any], exc: Any) -> str:
-    parts = [str(error.get(k)) for k in ("message", "code") if error.get(k)]
-    if parts:
-        return " ".join(parts)
-    return getattr(exc, "message", None) or str(exc)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _caused_by(exc: BaseException, name: str) -> bool:
-    """Whether an exception of the class `name` is in exc's chain of causes (httpx2 types)."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if type(cause).__name__ == name:
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-def _root_cause(exc: BaseException) -> str:
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    text = str(exc) or type(exc).__name__
-    return _short(text, 120)
-
-
-def _retry_after(response: Any) -> float | None:
-    """Seconds the server asked us to wait (Retry-After or retry-after-ms), capped."""
-    headers = getattr(response, "headers", None) or {}
-    value: float | None = None
-    if ms := headers.get("retry-after-ms"):
-        try:
-            value = float(ms) / 1000
-        except ValueError:
-            value = None
-    if value is None and (raw := headers.get("retry-after")):
-        try:
-            value = float(raw)
-        except ValueError:
-            try:
-                value = email.utils.parsedate_to_datetime(raw).timestamp() - time.time()
-            except (TypeError, ValueError):
-                value = None
-    if value is None:
-        return None
-    return min(max(value, 0.0), MAX_RETRY_AFTER)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from agent.config import ModelPrice
-from agent.llm import Usage
+from agent.model_types import Usage
 
 
 def _p(input: float, output: float, cached: float | None = None) -> ModelPrice:

@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp.types as types
 
-from agent.llm import Reply
+from agent.model_types import Reply
 
 CAPABILITY = types.SamplingCapability(tools=types.SamplingToolsCapability())
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")

@@ -19,8 +19,9 @@ import anyio
 import mcp.types as types
 
 from agent.errors import ModelError
-from agent.llm import OpenAIModel, Reply, Usage
+from agent.llm import OpenAIModel
 from agent.memory import CHARS_PER_TOKEN
+from agent.model_types import Reply, Usage
 from agent.sampling_tools import CAPABILITY as SAMPLING_WITH_TOOLS
 from agent.sampling_tools import chat_messages, chat_tool_choice, chat_tools, result_with_tools
 from agent.tools.mcp import ClientCallbacks

@@ -32,7 +32,6 @@ from mcp import MCPError
 
 from agent.config import Settings
 from agent.errors import ToolServerError
-from agent.react import AgentTool
 from agent.skill_files import (
     MAX_SKILL_BYTES,
     SKILL_FILE,
@@ -41,6 +40,7 @@ from agent.skill_files import (
     one_line,
     split_front_matter,
 )
+from agent.tool_offer import AgentTool
 from agent.tools.base import ServerStopped, ToolServer
 from agent.tools.extensions import SKILLS as EXTENSION
 from agent.tools.registry import ToolRegistry

@@ -35,11 +35,12 @@ from agent.local import describe_ports, find_local_server, foreign_ports
 from agent.memory import Memory, describe_environment
 from agent.output import server_states
 from agent.prices import PriceTable
-from agent.react import AGENT_TOOL_NAMES, Agent
+from agent.react import Agent
 from agent.server_requests import ServerRequests
 from agent.session_hooks import read_hooks, session_hooks, start_session
 from agent.skills import Skills, merged_tools, open_skills
 from agent.telemetry_open import open_telemetry
+from agent.tool_offer import AGENT_TOOL_NAMES
 from agent.tools.base import ServerStatus
 from agent.tools.prestart import Prestarts
 from agent.tools.registry import ToolRegistry

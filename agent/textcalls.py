@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agent.events import Event, ModelRetry, TextDelta
-from agent.llm import ChatModel, Reply, RetryNotice, ToolCall
+from agent.model_types import ChatModel, Reply, RetryNotice, ToolCall
 
 Family = Literal["hermes", "json"]
 Mode = Literal["auto", "native", "text"]

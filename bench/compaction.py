@@ -14,8 +14,8 @@ from typing import Any
 import anyio
 
 from agent.compaction import SUMMARY_SYSTEM
-from agent.llm import Reply, Usage
 from agent.memory import Memory, estimate_tokens
+from agent.model_types import Reply, Usage
 from agent.react import Agent
 from bench.measures import Row
 from tests.support.fake_model import FakeModel, FakeTools, calls

@@ -24,9 +24,9 @@ from mcp.client.session import ClientSession
 from rich.console import Console
 
 from agent.config import ServerConfig, Settings, build_settings
-from agent.llm import Reply
-from agent.react import AGENT_TOOL_NAMES
+from agent.model_types import Reply
 from agent.startup import build_agent, make_model, open_transcript
+from agent.tool_offer import AGENT_TOOL_NAMES
 from agent.tools.registry import ToolRegistry
 
 SETTLE_SECONDS = 0.6  # server-everything's list_changed burst -> one debounced re-list (0.25 s)

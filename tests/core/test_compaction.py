@@ -16,8 +16,8 @@ import pytest
 from agent.compaction import SUMMARY_HEAD, SUMMARY_SYSTEM
 from agent.errors import ModelError
 from agent.events import Notice, RunFinished
-from agent.llm import Reply, Usage
 from agent.memory import Memory, estimate_tokens
+from agent.model_types import Reply, Usage
 from agent.react import Agent
 from agent.transcript import load
 from tests.support.cli import run_cli

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from agent.config import ModelPrice
-from agent.llm import Usage
+from agent.model_types import Usage
 from agent.prices import PriceTable
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from agent.errors import ModelError
-from agent.llm import Reply, RetryNotice, ToolCall, warm_model_imports
+from agent.llm import warm_model_imports
+from agent.model_types import Reply, RetryNotice, ToolCall
 from tests.support.cli import run_cli
 from tests.support.fake_llm import (
     TOOL,

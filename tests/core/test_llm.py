@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from agent.errors import ContextOverflowError, ModelError
-from agent.llm import OpenAIModel, Reply, RetryNotice, ToolCall, ToolCallAccumulator, Usage
+from agent.llm import OpenAIModel, ToolCallAccumulator
+from agent.model_types import Reply, RetryNotice, ToolCall, Usage
 from tests.support.fake_llm import (
     TOOL,
     USER,

@@ -25,9 +25,9 @@ from starlette.routing import Route
 from agent.config import Settings
 from agent.errors import ConfigError, ContextOverflowError, ModelError
 from agent.events import Event, Notice, RunFinished
-from agent.llm import Reply, RetryNotice, Usage
 from agent.local import find_local_server, foreign_ports, listener_owners
 from agent.memory import Memory
+from agent.model_types import Reply, RetryNotice, Usage
 from agent.output import RunRecord
 from agent.react import Agent
 from agent.startup import make_model

@@ -18,8 +18,8 @@ from agent.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from agent.llm import Reply, ToolCall, Usage
 from agent.memory import Memory
+from agent.model_types import Reply, ToolCall, Usage
 from agent.react import Agent
 from tests.support.fake_model import FakeModel, FakeTools, answer, calls, drain, sleep_then
 

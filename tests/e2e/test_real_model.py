@@ -19,8 +19,9 @@ import pytest
 
 from agent.config import Settings
 from agent.events import Event, Notice, RunFinished, ToolCallFinished
-from agent.llm import OpenAIModel, Reply, RetryNotice
+from agent.llm import OpenAIModel
 from agent.memory import Memory
+from agent.model_types import Reply, RetryNotice
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
 from tests.support.cli import run_cli

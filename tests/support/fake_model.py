@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from agent.events import Event
-from agent.llm import Reply, RetryNotice, ToolCall, Usage
+from agent.model_types import Reply, RetryNotice, ToolCall, Usage
 from agent.react import Agent
 from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation

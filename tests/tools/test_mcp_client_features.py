@@ -24,8 +24,9 @@ from agent.approval import ApprovalPolicy
 from agent.catalog import Catalog
 from agent.config import ServerConfig, Settings
 from agent.events import ToolProgress
-from agent.llm import OpenAIModel, Usage
+from agent.llm import OpenAIModel
 from agent.memory import Memory
+from agent.model_types import Usage
 from agent.react import Agent
 from agent.server_requests import (
     ELICITATION_PER_MINUTE,
