@@ -191,9 +191,6 @@ class Memory:
                 units.append([message])
         return units
 
-    def for_request(self, budget_tokens: int) -> list[Message]:
-        return self.fit(budget_tokens).messages
-
     def fit(self, budget_tokens: int) -> Fitted:
         """System prompt + what fits the budget, newest first, and what was left out.
 

@@ -150,7 +150,7 @@ def test_the_history_keeps_image_data_only_for_the_newest_within_the_request_bou
     assert notes == 3
     for n in range(30):  # many small ones: the count bound
         _step(memory, 10 + n, [Image("image/png", _png(100 + n, 1024))])
-    request = {"messages": memory.for_request(1_000_000)}
+    request = {"messages": memory.fit(1_000_000).messages}
     assert len(image_parts(request)) == MAX_REQUEST_IMAGES
 
 

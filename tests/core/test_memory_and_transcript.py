@@ -47,7 +47,7 @@ def test_everything_fits_when_budget_allows() -> None:
     memory = Memory()
     for n in range(3):
         turn(memory, n)
-    assert memory.for_request(100_000)[1:] == memory.messages
+    assert memory.fit(100_000).messages[1:] == memory.messages
 
 
 def test_trimming_drops_oldest_units_and_keeps_current_request() -> None:
@@ -55,7 +55,7 @@ def test_trimming_drops_oldest_units_and_keeps_current_request() -> None:
     for n in range(10):
         turn(memory, n)
     memory.add_user("the current request")
-    out = memory.for_request(800)
+    out = memory.fit(800).messages
     assert_valid(out)
     assert out[-1]["content"] == "the current request"
     assert len(out) < len(memory.messages)
@@ -69,7 +69,7 @@ def test_current_request_kept_even_when_its_turn_is_huge() -> None:
         "", [{"id": "x", "type": "function", "function": {"name": "t", "arguments": "{}"}}]
     )
     memory.add_tool_result("x", "z" * 50_000)
-    out = memory.for_request(2_000)
+    out = memory.fit(2_000).messages
     assert_valid(out)
     assert out[1]["content"] == "do it" and out[-1]["tool_call_id"] == "x"
 
@@ -85,7 +85,7 @@ def test_trimming_always_yields_a_valid_conversation(
     memory = Memory()
     for n, (size, tools) in enumerate(turns):
         turn(memory, n, size, tools)
-    out = memory.for_request(budget)
+    out = memory.fit(budget).messages
     assert_valid(out)
     last_request = f"request {len(turns) - 1} "
     assert any((m.get("content") or "").startswith(last_request) for m in out)
