@@ -25,7 +25,7 @@ from agent.events import Event, Notice, TaskUpdate, ToolCallFinished, ToolCallSt
 from agent.hooks import HookOutcome, Hooks, ToolUse
 from agent.images import ImageStore, SavedImage
 from agent.reply_calls import Call
-from agent.telemetry import Span, trace_tool_result
+from agent.telemetry import Span
 from agent.tool_offer import TERMINATE, ToolBox, ToolOffer
 from agent.tools.results import Observation, error_observation, save_images
 from agent.tools.stored import ResultStore
@@ -89,7 +89,7 @@ class CallRunner:
             ) as span:
                 span.content("gen_ai.tool.call.arguments", call.arguments)
                 observation = await self._observe(call, refusal, progress, span, on_task)
-                trace_tool_result(span, observation, refusal, started)
+                _trace_tool_result(span, observation, refusal, started)
             if refusal is None:
                 observation = await self._post_hooks(call, pre, observation, send)
             observation = self._note_repeats(call, observation)
@@ -185,3 +185,17 @@ def _reporters(
             await send.send(update)
 
     return progress, on_task
+
+
+def _trace_tool_result(
+    span: Span, observation: Observation, refusal: str | None, started: float
+) -> None:
+    """An `execute_tool` span: duration, size, refusal, the result (as content), error."""
+    span.set(
+        mcp_agent__duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        mcp_agent__output_bytes=len(observation.text.encode()),
+        mcp_agent__denied=refusal is not None,
+    )
+    span.content("gen_ai.tool.call.result", observation.text)
+    if observation.is_error:
+        span.fail("tool_error", observation.text[:200])

@@ -33,14 +33,7 @@ from agent.images import ImageStore
 from agent.memory import Fitted, Memory
 from agent.model_types import ChatModel, Reply
 from agent.reply_calls import Call, batches, parse_calls, wire
-from agent.telemetry import (
-    NO_SPAN,
-    OFF,
-    Span,
-    Telemetry,
-    trace_reply,
-    trace_run_finished,
-)
+from agent.telemetry import NO_SPAN, OFF, Span, Telemetry
 from agent.textcalls import Mode as ToolCallMode
 from agent.textcalls import TextCallReader
 from agent.tool_offer import TERMINATE, AgentTool, ToolBox, ToolOffer
@@ -156,7 +149,7 @@ class Agent:
                 if isinstance(event, StepStarted):
                     self._step_span = run.child(f"step {event.step}", mcp_agent__step=event.step)
                 elif isinstance(event, RunFinished):
-                    trace_run_finished(run, event)
+                    _trace_run_finished(run, event)
                 yield event
         except BaseException as exc:
             self._step_span.fail(type(exc).__name__)
@@ -343,7 +336,7 @@ class Agent:
         ) as span:
             async for item in self.text_calls.ask(self.model, messages, tools):
                 if isinstance(item, Reply):
-                    trace_reply(span, item)
+                    _trace_reply(span, item)
                 yield item
 
     async def compact(self, focus: str = "", trigger: str = "manual") -> Notice:
@@ -470,3 +463,25 @@ class Agent:
         """Keep memory valid if a step was cut short: every call gets a result."""
         for call_id in self.memory.pending_call_ids():
             self.memory.add_tool_result(call_id, f"Error: {reason}")
+
+
+def _trace_run_finished(run: Span, event: RunFinished) -> None:
+    """The run's root span: how it ended, in how many steps, the tokens it used."""
+    run.set(
+        mcp_agent__status=event.status,
+        mcp_agent__steps=event.steps,
+        gen_ai__usage__input_tokens=event.usage.prompt_tokens if event.usage.known else None,
+        gen_ai__usage__output_tokens=event.usage.completion_tokens if event.usage.known else None,
+    )
+    if event.status == "error":
+        run.fail("run_error", event.error or "")
+
+
+def _trace_reply(span: Span, reply: Reply) -> None:
+    """A `chat` span: the tokens and finish reason of the reply."""
+    known = reply.usage.known
+    span.set(
+        gen_ai__usage__input_tokens=reply.usage.prompt_tokens if known else None,
+        gen_ai__usage__output_tokens=reply.usage.completion_tokens if known else None,
+        gen_ai__response__finish_reasons=(reply.finish_reason,) if reply.finish_reason else None,
+    )

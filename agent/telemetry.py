@@ -20,14 +20,8 @@ true`, always through the redactor, cut to 4,096 characters.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the values the spans describe; nothing is imported at run time
-    from agent.events import RunFinished
-    from agent.model_types import Reply
-    from agent.tools.results import Observation
+from typing import Any
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 MAX_CONTENT = 4096
@@ -94,39 +88,3 @@ def wanted(environ: Mapping[str, str], endpoint: str | None) -> bool:
         or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     )
-
-
-def trace_run_finished(run: Span, event: RunFinished) -> None:
-    """The run's root span: how it ended, in how many steps, the tokens it used."""
-    run.set(
-        mcp_agent__status=event.status,
-        mcp_agent__steps=event.steps,
-        gen_ai__usage__input_tokens=event.usage.prompt_tokens if event.usage.known else None,
-        gen_ai__usage__output_tokens=event.usage.completion_tokens if event.usage.known else None,
-    )
-    if event.status == "error":
-        run.fail("run_error", event.error or "")
-
-
-def trace_reply(span: Span, reply: Reply) -> None:
-    """A `chat` span: the tokens and finish reason of the reply."""
-    known = reply.usage.known
-    span.set(
-        gen_ai__usage__input_tokens=reply.usage.prompt_tokens if known else None,
-        gen_ai__usage__output_tokens=reply.usage.completion_tokens if known else None,
-        gen_ai__response__finish_reasons=(reply.finish_reason,) if reply.finish_reason else None,
-    )
-
-
-def trace_tool_result(
-    span: Span, observation: Observation, refusal: str | None, started: float
-) -> None:
-    """An `execute_tool` span: duration, size, refusal, the result (as content), error."""
-    span.set(
-        mcp_agent__duration_ms=round((time.perf_counter() - started) * 1000, 1),
-        mcp_agent__output_bytes=len(observation.text.encode()),
-        mcp_agent__denied=refusal is not None,
-    )
-    span.content("gen_ai.tool.call.result", observation.text)
-    if observation.is_error:
-        span.fail("tool_error", observation.text[:200])

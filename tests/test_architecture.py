@@ -53,13 +53,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agent.ui", "agent.apps.host", "agent.catalog", "agent.skills", "agent.server_requests"),
     # the loop and what it calls on each step
     ("agent.react", "agent.compaction", "agent.hooks", "agent.textcalls", "agent.events")
-    + ("agent.vision", "agent.approval"),
+    + ("agent.vision", "agent.approval", "agent.context_budget", "agent.tool_offer")
+    + ("agent.reply_calls", "agent.call_runner"),
     # tool servers, their logins, app pages; the one module that touches the SDK's privates
     ("agent.tools", "agent.auth", "agent.apps", "agent.sdk_private"),
     # settings and the files they come from; the model client
     ("agent.config", "agent.config_checks", "agent.config_files", "agent.dialects")
     + ("agent.trust", "agent.saved_approvals", "agent.hook_files", "agent.skill_files")
     + ("agent.login_files", "agent.transcript", "agent.llm", "agent.prices")
+    + ("agent.model_types", "agent.openai_errors")
     + ("agent.sampling_tools", "agent.local", "agent.telemetry", "agent.telemetry_open")
     + ("agent.telemetry_otel",),
     # leaves: secrets, messages, images, errors, process hygiene
