@@ -8,7 +8,7 @@ never prints; front ends consume its events.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -136,7 +136,7 @@ class Agent:
         self._run_usage += usage
         self.session_usage += usage
 
-    async def run(self, request: str) -> AsyncIterator[Event]:
+    async def run(self, request: str) -> AsyncGenerator[Event, None]:
         """Handle one user request; the last event is always RunFinished (unless cancelled).
 
         Traced (when telemetry is on) from the events: a span for the run, one per step."""
