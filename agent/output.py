@@ -47,34 +47,41 @@ class RunRecord:
     _tasks: dict[str, dict[str, str]] = field(default_factory=dict)  # calls run as tasks
 
     def add(self, event: Event) -> None:
-        if isinstance(event, StepStarted):
-            self.steps = event.step
-        elif isinstance(event, ToolCallStarted):  # a slot in call order; filled when it ends
-            self._slots[event.call_id] = len(self.tool_calls)
-            self._started[event.call_id] = time.perf_counter()
-            self.tool_calls.append(self._entry(event, CUT_SHORT, True, 0.0))
-        elif isinstance(event, ToolCallFinished):
-            slot = self._slots.pop(event.call_id, None)
-            self._started.pop(event.call_id, None)
-            if slot is None:
-                slot = len(self.tool_calls)
-                self.tool_calls.append({})
-            output = strip_marker(event.output)
-            self.tool_calls[slot] = self._entry(event, output, event.is_error, event.duration_ms)
-            if event.structured is not None:  # the model may have had the text only
-                self.tool_calls[slot]["structured_content"] = event.structured
-            if event.images:
-                self.tool_calls[slot]["images"] = [
-                    {"mime": i.mime_type, "bytes": i.bytes, "path": i.path} for i in event.images
-                ]
-            if (task := self._tasks.pop(event.call_id, None)) is not None:
-                self.tool_calls[slot]["task"] = task
-        elif isinstance(event, TaskUpdate):  # the call runs as a task: its id, last status
-            self._tasks[event.call_id] = {"id": event.task_id, "status": event.status}
-            if (slot := self._slots.get(event.call_id)) is not None:
-                self.tool_calls[slot]["task"] = self._tasks[event.call_id]
-        elif isinstance(event, RunFinished):
-            self.finished = event
+        """Only the events the JSON record holds; the renderer shows every kind."""
+        match event:
+            case StepStarted():
+                self.steps = event.step
+            case ToolCallStarted():  # a slot in call order; filled when it ends
+                self._slots[event.call_id] = len(self.tool_calls)
+                self._started[event.call_id] = time.perf_counter()
+                self.tool_calls.append(self._entry(event, CUT_SHORT, True, 0.0))
+            case ToolCallFinished():
+                self._finish(event)
+            case TaskUpdate():  # the call runs as a task: its id, last status
+                self._tasks[event.call_id] = {"id": event.task_id, "status": event.status}
+                if (slot := self._slots.get(event.call_id)) is not None:
+                    self.tool_calls[slot]["task"] = self._tasks[event.call_id]
+            case RunFinished():
+                self.finished = event
+            case _:
+                pass
+
+    def _finish(self, event: ToolCallFinished) -> None:
+        slot = self._slots.pop(event.call_id, None)
+        self._started.pop(event.call_id, None)
+        if slot is None:
+            slot = len(self.tool_calls)
+            self.tool_calls.append({})
+        output = strip_marker(event.output)
+        self.tool_calls[slot] = self._entry(event, output, event.is_error, event.duration_ms)
+        if event.structured is not None:  # the model may have had the text only
+            self.tool_calls[slot]["structured_content"] = event.structured
+        if event.images:
+            self.tool_calls[slot]["images"] = [
+                {"mime": i.mime_type, "bytes": i.bytes, "path": i.path} for i in event.images
+            ]
+        if (task := self._tasks.pop(event.call_id, None)) is not None:
+            self.tool_calls[slot]["task"] = task
 
     @staticmethod
     def _entry(
