@@ -37,12 +37,14 @@ MB = 1024 * 1024
 REQUEST_BOUND = MAX_REQUEST_IMAGE_BYTES * 4 // 3 + 1 * MB
 RSS_BOUND_KB = 300 * 1024
 # Runs the agent's own `main` and notes its peak RSS (the entry point ends with os._exit).
+# VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across exec from the process
+# that spawned us, so under pytest-xdist it read the worker's own peak (336 MB once), not ours.
 MEASURED = """
-import os, resource, sys
+import os, re, sys
 from agent.cli import main
 code = main(sys.argv[2:])
-with open(sys.argv[1], "w") as fh:
-    fh.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+with open("/proc/self/status") as status, open(sys.argv[1], "w") as fh:
+    fh.write(re.search(r"VmHWM:\\s*(\\d+) kB", status.read()).group(1))
 os._exit(code)
 """
 
