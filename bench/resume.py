@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,16 +28,16 @@ from pathlib import Path
 from agent.transcript import load
 started = time.perf_counter()
 loaded = load(Path(sys.argv[1]), max_tokens=int(sys.argv[2]))
-print(len(loaded.messages), time.perf_counter() - started)
+print(len(loaded.messages), time.perf_counter() - started, open("/proc/self/status").read())
 """
-IMPORT_ONLY = "import agent.transcript; print(0, 0.0)"
+IMPORT_ONLY = 'import agent.transcript; print(0, 0.0, open("/proc/self/status").read())'
 WHOLE = """
 import json, sys, time
 from pathlib import Path
 started = time.perf_counter()
 lines = Path(sys.argv[1]).read_text().splitlines()
 records = [json.loads(line) for line in lines if line.strip()]
-print(len(records), time.perf_counter() - started)
+print(len(records), time.perf_counter() - started, open("/proc/self/status").read())
 """
 
 
@@ -65,20 +65,22 @@ def write_transcript(path: Path, size: int) -> int:
 
 
 def measure(code: str, *args: str) -> tuple[int, float, float, int]:
-    """(messages, seconds inside, seconds wall, peak RSS in KB) of one fresh process."""
+    """(messages, seconds inside, seconds wall, peak RSS in KB) of one fresh process.
+
+    The peak is the child's own VmHWM (it prints its /proc status): wait4's ru_maxrss would
+    start at the peak of the process that spawned it, which Linux carries across exec.
+    """
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, cwd=REPO_ROOT, text=True
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, cwd=REPO_ROOT, text=True
     )
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        raise RuntimeError(f"measurement failed ({proc.returncode})")
-    messages, inside = out.split()
-    return int(messages), float(inside), wall, usage.ru_maxrss
+        raise RuntimeError(f"measurement failed ({proc.returncode}): {proc.stderr[-500:]}")
+    messages, inside, status = proc.stdout.split(maxsplit=2)
+    peak = re.search(r"VmHWM:\s*(\d+) kB", status)
+    assert peak is not None, "no VmHWM in /proc/self/status"
+    return int(messages), float(inside), wall, int(peak.group(1))
 
 
 def main(argv: list[str] | None = None) -> int:
