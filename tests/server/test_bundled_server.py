@@ -11,7 +11,6 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -25,7 +24,7 @@ from agent.server.app import OUTPUT_CAP, build_server
 from agent.server.shell import run_bash
 from agent.server.workspace import Workspace
 from tests.support.processes import alive
-from tests.support.servers import REPO_ROOT, bundled_server
+from tests.support.servers import REPO_ROOT, bundled_server, call
 
 pytestmark = pytest.mark.anyio
 
@@ -48,12 +47,6 @@ def workspace(tmp_path: Path) -> Path:
 async def client(workspace: Path) -> AsyncIterator[Client]:
     async with Client(build_server(workspace)) as c:
         yield c
-
-
-async def call(client: Client, name: str, **arguments: Any) -> tuple[str, bool]:
-    result = await client.call_tool(name, arguments)
-    text = "\n".join(getattr(block, "text", "") for block in result.content)
-    return text, result.is_error
 
 
 async def test_tools_have_titles_and_honest_annotations(client: Client) -> None:

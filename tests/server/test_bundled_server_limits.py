@@ -17,6 +17,7 @@ import pytest
 from mcp import Client
 
 from agent.server.app import build_server
+from tests.support.servers import call
 
 pytestmark = pytest.mark.anyio
 
@@ -25,12 +26,6 @@ pytestmark = pytest.mark.anyio
 async def client(tmp_path: Path) -> AsyncIterator[Client]:
     async with Client(build_server(tmp_path)) as c:
         yield c
-
-
-async def call(client: Client, name: str, **arguments: Any) -> tuple[str, bool]:
-    result = await client.call_tool(name, arguments)
-    text = "\n".join(getattr(block, "text", "") for block in result.content)
-    return text, result.is_error
 
 
 async def test_a_catastrophic_regex_is_stopped_and_never_freezes_the_server(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from mcp import Client
 
 from agent.config import ServerConfig, Settings
 
@@ -257,6 +258,13 @@ def everything_server(transport: HttpTransport, tmp_path: Path) -> Iterator[str]
 
     with _run_with_retries(build, _PATHS[transport], tmp_path / f"everything-{transport}.log") as u:
         yield u
+
+
+async def call(client: Client, name: str, **arguments: Any) -> tuple[str, bool]:
+    """One tool call on an in-process server: its text blocks joined, and whether it failed."""
+    result = await client.call_tool(name, arguments)
+    text = "\n".join(getattr(block, "text", "") for block in result.content)
+    return text, result.is_error
 
 
 @contextlib.contextmanager
