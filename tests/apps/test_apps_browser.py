@@ -31,7 +31,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.support.cli import RUN_MCP, cli_env
+from tests.support.cli import RUN_MCP, cli_env, mcp_json
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT, npm_server_js
 from tests.support.terminal import Terminal
@@ -122,8 +122,7 @@ def browser() -> Iterator[Any]:
 
 
 def app_config(tmp_path: Path, **servers: dict[str, Any]) -> Path:
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": servers}))
+    config = mcp_json(tmp_path, servers)
     return config
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import everything_stdio_command, npm_server_js
 
@@ -38,8 +38,7 @@ def app_servers(tmp_path: Path, *, everything: bool = False) -> Path:
     if everything:  # publishes ordinary resources, so the model gets read_resource
         command, args = everything_stdio_command()
         servers["every"] = {"command": command, "args": args}
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": servers}))
+    config = mcp_json(tmp_path, servers)
     return config
 
 

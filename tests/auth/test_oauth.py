@@ -17,6 +17,7 @@ from agent.auth.store import FileTokenStorage, canonical_url, token_file
 from agent.config import OAuthConfig, ServerConfig, Settings
 from agent.errors import ConfigError, LoginNeededError, ToolServerError
 from agent.tools.mcp import MCPServerConnection
+from tests.support.cli import mcp_json
 from tests.support.oauth_server import serve_protected
 
 pytestmark = pytest.mark.anyio
@@ -208,9 +209,8 @@ def test_client_credentials_need_an_id_and_a_secret() -> None:
 def test_the_oauth_key_parses_from_mcp_json(tmp_path: Path) -> None:
     from agent.config import load_mcp_config
 
-    path = tmp_path / "mcp.json"
     raw = {"oauth": {"client_id": "${CID}", "redirect_port": 8765, "scope": "a b"}}
-    path.write_text(json.dumps({"mcpServers": {"corp": {"url": "https://h/mcp", **raw}}}))
+    path = mcp_json(tmp_path, {"corp": {"url": "https://h/mcp", **raw}})
     (corp,) = load_mcp_config(path, {"CID": "client-123"})
     oauth = corp.oauth_config()
     assert oauth is not None and oauth.client_id == "client-123" and oauth.redirect_port == 8765

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.oauth_server import serve_protected
 from tests.support.servers import SUPPORT
@@ -22,9 +22,7 @@ HOW = "needs a login: run `run_mcp.py --login vault` at a terminal"
 
 
 def write_config(tmp_path: Path, url: str) -> Path:
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"vault": {"type": "http", "url": url}}}))
-    return config
+    return mcp_json(tmp_path, {"vault": {"type": "http", "url": url}})
 
 
 def ask_secret(tmp_path: Path, config: Path, *, calls: bool = True) -> tuple[int, str, str]:

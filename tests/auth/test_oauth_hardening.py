@@ -17,7 +17,7 @@ from agent.auth.login import LoginHost
 from agent.config import OAuthConfig, ServerConfig
 from agent.errors import ToolServerError
 from agent.tools.mcp import MCPServerConnection
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.oauth_server import serve_protected
 from tests.support.servers import SUPPORT
@@ -28,10 +28,7 @@ ELSEWHERE = "http://login.example.com"
 
 
 def write_config(tmp_path: Path, url: str, **extra: object) -> Path:
-    config = tmp_path / "mcp.json"
-    server = {"type": "http", "url": url, **extra}
-    config.write_text(json.dumps({"mcpServers": {"vault": server}}))
-    return config
+    return mcp_json(tmp_path, {"vault": {"type": "http", "url": url, **extra}})
 
 
 def recording_browser(tmp_path: Path) -> tuple[str, Path]:

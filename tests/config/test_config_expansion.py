@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent.config import build_settings, load_mcp_config
 from agent.errors import ConfigError
-
-
-def mcp_file(tmp_path: Path, servers: dict[str, Any]) -> Path:
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers}))
-    path.chmod(0o600)
-    return path
+from tests.support.cli import mcp_json
 
 
 def toml_settings(tmp_path: Path, text: str, environ: dict[str, str]):
@@ -33,7 +25,7 @@ def toml_settings(tmp_path: Path, text: str, environ: dict[str, str]):
 
 
 def test_url_from_a_variable_decides_the_type_after_expansion(tmp_path: Path) -> None:
-    path = mcp_file(tmp_path, {"s": {"url": "${SSE_URL}"}, "h": {"url": "${H_URL}"}})
+    path = mcp_json(tmp_path, {"s": {"url": "${SSE_URL}"}, "h": {"url": "${H_URL}"}}, mode=0o600)
     environ = {"SSE_URL": "http://host/sse", "H_URL": "http://host/mcp"}
     by = {s.name: s for s in load_mcp_config(path, environ)}
     assert (by["s"].type, by["s"].url) == ("sse", "http://host/sse")
@@ -46,25 +38,27 @@ def test_url_from_a_variable_decides_the_type_after_expansion(tmp_path: Path) ->
 def test_type_from_a_variable_with_a_default(
     tmp_path: Path, environ: dict[str, str], expected: str
 ) -> None:
-    path = mcp_file(tmp_path, {"s": {"type": "${T_TYPE:-http}", "url": "http://h/x"}})
+    path = mcp_json(tmp_path, {"s": {"type": "${T_TYPE:-http}", "url": "http://h/x"}}, mode=0o600)
     assert load_mcp_config(path, environ)[0].type == expected
 
 
 def test_unset_type_variable_is_an_error_naming_file_and_key(tmp_path: Path) -> None:
-    path = mcp_file(tmp_path, {"s": {"type": "${T_TYPE}", "url": "http://h/x"}})
+    path = mcp_json(tmp_path, {"s": {"type": "${T_TYPE}", "url": "http://h/x"}}, mode=0o600)
     with pytest.raises(ConfigError) as info:
         load_mcp_config(path, {})
     assert str(info.value).startswith(f"{path}: mcpServers.s.type: environment variable T_TYPE")
 
 
 def test_type_variable_that_expands_to_nonsense_is_an_unknown_type(tmp_path: Path) -> None:
-    path = mcp_file(tmp_path, {"s": {"type": "${T_TYPE}", "url": "http://h/x"}})
+    path = mcp_json(tmp_path, {"s": {"type": "${T_TYPE}", "url": "http://h/x"}}, mode=0o600)
     with pytest.raises(ConfigError, match=r"mcpServers\.s\.type: unknown server type 'pigeon'"):
         load_mcp_config(path, {"T_TYPE": "pigeon"})
 
 
 def test_disabled_server_with_an_unset_type_variable_is_no_error(tmp_path: Path) -> None:
-    path = mcp_file(tmp_path, {"s": {"type": "${T_TYPE}", "url": "${U}", "disabled": True}})
+    path = mcp_json(
+        tmp_path, {"s": {"type": "${T_TYPE}", "url": "${U}", "disabled": True}}, mode=0o600
+    )
     (server,) = load_mcp_config(path, {})
     assert server.enabled is False
 

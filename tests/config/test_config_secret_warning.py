@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.config import load_mcp_config, load_toml
+from tests.support.cli import mcp_json
 
 ENVIRON = {"HOME": "/home/me", "T": "tok-123456", "K": "key-123456", "MYKEY": "sk-abcdef"}
-
-
-def mcp_file(tmp_path: Path, servers: dict[str, Any], mode: int = 0o644) -> Path:
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers}))
-    path.chmod(mode)
-    return path
 
 
 def toml_file(tmp_path: Path, text: str, mode: int = 0o644) -> Path:
@@ -62,7 +55,7 @@ def test_literal_api_key_next_to_a_reference_is_warned(
 def test_literal_secret_in_a_world_readable_mcp_file_is_warned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], server: dict[str, Any], key: str
 ) -> None:
-    load_mcp_config(mcp_file(tmp_path, {"s": server}), ENVIRON)
+    load_mcp_config(mcp_json(tmp_path, {"s": server}, mode=0o644), ENVIRON)
     err = warning_of(capsys)
     assert "mcp.json holds secrets written out in full" in err and key in err
 
@@ -75,7 +68,7 @@ def test_only_references_means_no_warning(
         "o": {"type": "openapi", "url": "http://h", "auth_type": "bearer", "key": "${K}"},
         "s": {"command": "x", "env": {"DB_PASS": "${T}", "MODE": "debug", "PATH": "/bin"}},
     }
-    load_mcp_config(mcp_file(tmp_path, servers), ENVIRON)
+    load_mcp_config(mcp_json(tmp_path, servers, mode=0o644), ENVIRON)
     load_toml(toml_file(tmp_path, '[llm]\napi_key = "${MYKEY}"\nmodel = "gpt-x"\n'))
     assert capsys.readouterr().err == ""
 
@@ -84,6 +77,6 @@ def test_literal_secrets_in_a_private_file_are_not_warned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = {"type": "openapi", "url": "http://h", "key": "zzzliteral123456"}
-    load_mcp_config(mcp_file(tmp_path, {"s": server}, mode=0o600), ENVIRON)
+    load_mcp_config(mcp_json(tmp_path, {"s": server}, mode=0o600), ENVIRON)
     load_toml(toml_file(tmp_path, '[llm]\napi_key = "sk-literal-abcdef"\n', mode=0o600))
     assert capsys.readouterr().err == ""

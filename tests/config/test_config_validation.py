@@ -13,7 +13,7 @@ import pytest
 
 from agent.config import parse_server
 from agent.errors import ConfigError
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text
 from tests.support.servers import SUPPORT
 
@@ -38,7 +38,7 @@ def test_entry_mistakes_say_what_to_write(entry: dict[str, object], said: str) -
 
 def test_a_misspelt_trusted_tool_is_warned_about_with_the_near_name(tmp_path: Path) -> None:
     server = {"command": sys.executable, "args": [TWIN_SERVER, "t"], "trust": ["delet"]}
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"twin": server}}))
+    mcp_json(tmp_path, {"twin": server})
     with ScriptedLLM(text("ok")) as llm:
         proc = run_cli(
             ["--mcp-config", str(tmp_path / "mcp.json"), "-p", "hi"],
@@ -53,7 +53,7 @@ def test_a_misspelt_trusted_tool_is_warned_about_with_the_near_name(tmp_path: Pa
 
 
 def test_output_json_prints_the_error_object_for_a_config_error(tmp_path: Path) -> None:
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"s": {"comand": "x"}}}))
+    mcp_json(tmp_path, {"s": {"comand": "x"}})
     proc = run_cli(
         ["--mcp-config", str(tmp_path / "mcp.json"), "--output", "json", "-p", "hi"],
         tmp_path,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from agent.config import load_mcp_config
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text
 from tests.support.servers import SUPPORT, time_server_command
 
@@ -117,7 +117,7 @@ def test_add_refuses_a_name_taken_and_a_missing_command(tmp_path: Path) -> None:
 
 def test_repl_servers_disable_and_enable_for_the_session(tmp_path: Path) -> None:
     servers = {n: {"command": sys.executable, "args": [TWIN_SERVER, n]} for n in ("one", "two")}
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    mcp_json(tmp_path, servers)
     with ScriptedLLM(text("first"), text("second")) as llm:
         proc = run_cli(
             ["--mcp-config", str(tmp_path / "mcp.json"), "-i"],

@@ -19,7 +19,7 @@ from agent import saved_approvals
 from agent.approval import ApprovalPolicy, ApprovalRequest
 from agent.config import Settings, build_settings
 from agent.tools.registry import ToolRegistry
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.fake_model import FakeModel, answer, calls
 from tests.support.repl import drive
@@ -30,11 +30,7 @@ pytestmark = pytest.mark.anyio
 
 def write_config(tmp_path: Path, **extra: object) -> Path:
     command, args = time_server_command()
-    config = tmp_path / "mcp.json"
-    server = {"command": command, "args": args, **extra}
-    config.write_text(json.dumps({"mcpServers": {"time": server}}, indent=2))
-    config.chmod(0o640)
-    return config
+    return mcp_json(tmp_path, {"time": {"command": command, "args": args, **extra}}, mode=0o640)
 
 
 def settings_from(config: Path, tmp_path: Path):
@@ -106,8 +102,7 @@ def test_a_trusted_tool_runs_in_a_single_shot_run_without_yes(tmp_path: Path) ->
     (repo / "a.txt").write_text("a\n")
     args = ["-m", "mcp_server_git", "--repository", str(repo)]
     server = {"command": sys.executable, "args": args, "trust": ["git_add"]}
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"git": server}}))
+    config = mcp_json(tmp_path, {"git": server})
     script = [
         tool_calls(("git__git_add", {"repo_path": str(repo), "files": ["a.txt"]})),
         tool_calls(("git__git_reset", {"repo_path": str(repo)})),

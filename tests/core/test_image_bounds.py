@@ -27,7 +27,7 @@ from agent.memory import Memory
 from agent.tools.results import Image
 from agent.transcript import Transcript, load
 from agent.vision import image_message
-from tests.support.cli import cli_env
+from tests.support.cli import cli_env, mcp_json
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT
 
@@ -61,9 +61,8 @@ def image_parts(request: dict[str, Any]) -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_a_20_mb_image_three_times_and_500_images_stay_within_the_bounds(tmp_path: Path) -> None:
-    config = tmp_path / "mcp.json"
     server = {"command": sys.executable, "args": [str(IMAGE_SERVER)], "tool_timeout": 120}
-    config.write_text(json.dumps({"mcpServers": {"img": server}}))
+    config = mcp_json(tmp_path, {"img": server})
     script = [tool_calls(("img__screenshot", {})) for _ in range(3)]
     script += [tool_calls(("img__contact_sheet", {})), text("seen them all")]
     rss_file = tmp_path / "rss"

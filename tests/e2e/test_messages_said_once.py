@@ -5,11 +5,10 @@ config file infers it). Real server-everything endpoints, `run_mcp.py -p`.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 NOT_HTTP = 'needs --connection sse or "type": "sse"'
@@ -103,7 +102,7 @@ def test_a_slash_prompt_two_servers_offer_names_both(tmp_path: Path) -> None:
 
     command, args = everything_stdio_command()
     servers = {name: {"command": command, "args": args} for name in ("alpha", "beta")}
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    mcp_json(tmp_path, servers)
     with ScriptedLLM() as llm:
         proc = run_cli(
             ["--mcp-config", str(tmp_path / "mcp.json"), "-i"],

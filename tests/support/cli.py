@@ -6,14 +6,26 @@ variables (OPENAI_*, MCP_AGENT_*) of the machine never leak into a test.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.support.servers import REPO_ROOT
 
 RUN_MCP = str(REPO_ROOT / "run_mcp.py")
+
+
+def mcp_json(folder: Path, servers: dict[str, Any], *, mode: int | None = None) -> Path:
+    """`folder/mcp.json` listing `servers`, the file a user points `--mcp-config` at; `mode`
+    for the tests of what a group- or world-readable secret file is told."""
+    path = folder / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}, indent=2))
+    if mode is not None:
+        path.chmod(mode)
+    return path
 
 
 def cli_env(workdir: Path, base_url: str | None, api_key: str | None) -> dict[str, str]:

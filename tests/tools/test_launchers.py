@@ -13,7 +13,7 @@ import pytest
 
 from agent.config import ServerConfig
 from agent.tools.launchers import LAUNCHER_CONNECT_TIMEOUT, connect_timeout, installing_launcher
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT
 
@@ -43,9 +43,13 @@ runpy.run_path({str(ENV_SERVER)!r}, run_name="__main__")
 
 
 def write_config(tmp_path: Path, server: dict[str, object]) -> list[str]:
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"pkg": server}}))
     (tmp_path / "config.toml").write_text("[agent]\nconnect_timeout = 1\n")
-    return ["--mcp-config", str(tmp_path / "mcp.json"), "--config", str(tmp_path / "config.toml")]
+    return [
+        "--mcp-config",
+        str(mcp_json(tmp_path, {"pkg": server})),
+        "--config",
+        str(tmp_path / "config.toml"),
+    ]
 
 
 def test_a_launcher_that_downloads_longer_than_connect_timeout_still_connects_and_says_why(

@@ -19,7 +19,7 @@ import pytest
 from agent.tools.extensions import declared_names
 from tests.support import modern_server
 from tests.support.asgi_thread import serve
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 MODERN_SCRIPT = str(Path(modern_server.__file__))
@@ -32,9 +32,7 @@ def modern_http_url() -> Iterator[str]:
 
 
 def _write_config(tmp_path: Path, entry: dict[str, Any]) -> list[str]:
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": {"modern": entry}}))
-    return ["--mcp-config", str(path)]
+    return ["--mcp-config", str(mcp_json(tmp_path, {"modern": entry}))]
 
 
 def _modern_entry(transport: str, mode: str | None, url: str) -> dict[str, Any]:

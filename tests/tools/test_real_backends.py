@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import free_port, npm_prefix
 
@@ -94,7 +94,7 @@ def test_server_postgres_answers_a_join_with_query_trusted(tmp_path: Path) -> No
             "args": [npm_bin("@modelcontextprotocol/server-postgres", "dist/index.js"), url],
             "trust": ["query"],
         }
-        (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"postgres": server}}))
+        mcp_json(tmp_path, {"postgres": server})
         script = [tool_calls(("postgres__query", {"sql": JOIN})), text("Grace spent the most.")]
         with ScriptedLLM(*script) as llm:
             proc = run_cli(
@@ -153,7 +153,7 @@ def test_playwright_with_debian_chromium_navigates_and_saves_a_screenshot(tmp_pa
     ]
     # Its screenshot's file name is relative to the server's working directory.
     server = {"command": "node", "args": args, "cwd": str(shots), "timeout": 120}
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"browser": server}}))
+    mcp_json(tmp_path, {"browser": server})
     with served_page(site) as url:
         script = [
             tool_calls(("browser__browser_navigate", {"url": url})),

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import RUN_MCP, cli_env
+from tests.support.cli import RUN_MCP, cli_env, mcp_json
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import REPO_ROOT, SUPPORT
 
@@ -62,9 +62,8 @@ def reported_environment(llm: ScriptedLLM) -> dict[str, str]:
 
 
 def env_server_config(tmp_path: Path, **extra: Any) -> Path:
-    config = tmp_path / "mcp.json"
     server = {"command": sys.executable, "args": [ENV_SERVER], **extra}
-    config.write_text(json.dumps({"mcpServers": {"env": server}}))
+    config = mcp_json(tmp_path, {"env": server})
     return config
 
 

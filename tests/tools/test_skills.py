@@ -16,7 +16,7 @@ from typing import Any
 
 from agent.skill_files import split_front_matter
 from tests.support import skills_server
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
 
 BODY = "PDF-SKILL-BODY: split with qpdf, never with ghostscript"
@@ -158,7 +158,6 @@ def test_find_tools_finds_skills_when_tool_search_is_on(tmp_path: Path) -> None:
 
 
 def skills_server_args(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    config = tmp_path / "mcp.json"
     log = tmp_path / "skills-server.log"
     entry: dict[str, Any] = {
         "command": sys.executable,
@@ -166,7 +165,7 @@ def skills_server_args(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
         "mode": "2026-07-28",  # the extension is defined on the 2026-07-28 protocol
         "env": {"SKILLS_SERVER_LOG": str(log)},
     }
-    config.write_text(json.dumps({"mcpServers": {"docs": entry}}))
+    config = mcp_json(tmp_path, {"docs": entry})
     return ["--mcp-config", str(config)], {"log": str(log)}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import npm_server_js
 
@@ -23,8 +23,7 @@ def test_a_file_read_reaches_the_model_once_and_the_record_keeps_both(tmp_path: 
     marker = "UNIQUE-MARKER-41"
     (docs / "notes.txt").write_text(f'{marker} with "quotes"\n' * 200)
     server = {"command": "node", "args": [str(npm_server_js("server-filesystem")), str(docs)]}
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"files": server}}))
+    config = mcp_json(tmp_path, {"files": server})
     script = [
         tool_calls(("files__read_text_file", {"path": str(docs / "notes.txt")})),
         text("read it"),

@@ -20,7 +20,7 @@ import pytest
 
 from agent.tools.mcp_tasks import send_raw
 from tests.support import tasks_server
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import everything_stdio_command
 from tests.support.terminal import PROMPT, Terminal, start, terminals, workspace  # noqa: F401
@@ -39,8 +39,7 @@ def _tasks_config(tmp_path: Path, **env: str) -> list[str]:
         "args": [TASKS_SCRIPT],
         "env": {"TASKS_SERVER_STATE": str(state), **env},
     }
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": {"tasks": entry}}))
+    path = mcp_json(tmp_path, {"tasks": entry})
     return ["--mcp-config", str(path)]
 
 

@@ -11,17 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text
 from tests.support.servers import free_port, time_server_command
 
 MISSING = "/nonexistent/mcp-server-binary"
-
-
-def write_config(tmp_path: Path, servers: dict[str, Any]) -> str:
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers}))
-    return str(path)
 
 
 def time_server() -> dict[str, Any]:
@@ -61,10 +55,10 @@ def test_an_sse_server_on_a_closed_port_fails_the_run_with_exit_1(tmp_path: Path
 
 
 def test_every_configured_server_failing_fails_the_run(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"a": {"command": MISSING}, "b": {"command": MISSING + "2"}})
+    config = mcp_json(tmp_path, {"a": {"command": MISSING}, "b": {"command": MISSING + "2"}})
     with ScriptedLLM() as llm:
         proc = run_cli(
-            ["--mcp-config", config, "-p", "hi", "--output", "json"],
+            ["--mcp-config", str(config), "-p", "hi", "--output", "json"],
             tmp_path,
             base_url=llm.base_url,
         )
@@ -78,10 +72,10 @@ def test_every_configured_server_failing_fails_the_run(tmp_path: Path) -> None:
 
 
 def test_an_optional_server_failing_is_reported_but_the_run_goes_on(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"broken": {"command": MISSING}, "time": time_server()})
+    config = mcp_json(tmp_path, {"broken": {"command": MISSING}, "time": time_server()})
     with ScriptedLLM(text("fine")) as llm:
         proc = run_cli(
-            ["--mcp-config", config, "-p", "hi", "--output", "json"],
+            ["--mcp-config", str(config), "-p", "hi", "--output", "json"],
             tmp_path,
             base_url=llm.base_url,
         )
@@ -93,10 +87,10 @@ def test_an_optional_server_failing_is_reported_but_the_run_goes_on(tmp_path: Pa
 
 
 def test_a_required_configured_server_failing_fails_the_run(tmp_path: Path) -> None:
-    config = write_config(
+    config = mcp_json(
         tmp_path, {"broken": {"command": MISSING, "required": True}, "time": time_server()}
     )
     with ScriptedLLM() as llm:
-        proc = run_cli(["--mcp-config", config, "-p", "hi"], tmp_path, base_url=llm.base_url)
+        proc = run_cli(["--mcp-config", str(config), "-p", "hi"], tmp_path, base_url=llm.base_url)
     assert proc.returncode == 1
     assert "error: server 'broken' is unavailable" in proc.stderr

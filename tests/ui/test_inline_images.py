@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from agent.events import ToolCallFinished
 from agent.images import SavedImage
 from agent.ui.inline_image import MAX_INLINE_BYTES, escape_sequences, inline_protocol
 from agent.ui.render import EventRenderer
-from tests.support.cli import RUN_MCP, cli_env
+from tests.support.cli import RUN_MCP, cli_env, mcp_json
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT
 
@@ -70,9 +69,8 @@ def test_the_renderer_draws_the_saved_picture_under_its_path(tmp_path: Path) -> 
 
 
 def _repl_output(tmp_path: Path, extra_env: dict[str, str]) -> str:
-    config = tmp_path / "mcp.json"
     server = {"command": sys.executable, "args": [str(IMAGE_SERVER), "--big-mb", "0.01"]}
-    config.write_text(json.dumps({"mcpServers": {"img": server}}))
+    config = mcp_json(tmp_path, {"img": server})
     with ScriptedLLM(tool_calls(("img__screenshot", {})), text("a picture")) as llm:
         env = {**cli_env(tmp_path, llm.base_url, "sk-test"), "TERM": "xterm-256color"}
         env = {k: v for k, v in env.items() if k not in ("TMUX", "STY", "TERM_PROGRAM")}
