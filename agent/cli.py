@@ -18,7 +18,9 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from agent.config import ServerConfig, Settings, build_settings, infer_type
+from agent.config import ServerConfig, Settings
+from agent.config_build import build_settings
+from agent.config_servers import infer_type
 from agent.errors import AgentError, ConfigError
 from agent.malloc import return_big_buffers
 from agent.private import make_non_dumpable

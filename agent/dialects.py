@@ -12,7 +12,7 @@ Users paste what they have. Each dialect's words become ours before an entry is 
   on stderr each run (never silently); `transportType` is `type`.
 - Claude Code (`.mcp.json`): `type` `stdio` / `sse` / `http`, `${VAR:-default}`: ours already.
 
-Entries are plain JSON in, plain JSON out; `agent.config.parse_server` decides the rest.
+Entries are plain JSON in, plain JSON out; `agent.config_servers.parse_server` decides the rest.
 """
 
 from __future__ import annotations

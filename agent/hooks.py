@@ -31,8 +31,8 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
-from agent.config import server_env
 from agent.hook_files import Hook, HookSet
+from agent.server_env import server_env
 from agent.tools.results import Observation, strip_marker
 
 BLOCK_EXIT = 2

@@ -21,8 +21,9 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from agent.config import build_settings, parse_server
+from agent.config_build import build_settings
 from agent.config_files import user_config_dir
+from agent.config_servers import parse_server
 from agent.errors import ConfigError
 
 PROJECT_FILE = ".mcp.json"

@@ -13,7 +13,7 @@ the command line: those never go through here). A folder becomes trusted by
 `[trust] folders` in the user-level config.toml (a listed folder and every folder below
 it). "Never" is remembered too: the REPL stops asking.
 
-Standard library only below the config layer: config.build_settings calls `decide`.
+Standard library only below the config layer: config_build.build_settings calls `decide`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from agent.config import Settings, default_state_dir
+from agent.config import Settings
+from agent.config_build import default_state_dir
 from agent.errors import ConfigError
 from agent.trust import STORE_NAME, Answer, decide, describe, hint, load_store, real, remember
 

@@ -23,7 +23,8 @@ from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.session import ClientSession
 from rich.console import Console
 
-from agent.config import ServerConfig, Settings, build_settings
+from agent.config import ServerConfig, Settings
+from agent.config_build import build_settings
 from agent.model_types import Reply
 from agent.startup import build_agent, make_model, open_transcript
 from agent.tool_offer import AGENT_TOOL_NAMES

@@ -58,7 +58,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # tool servers, their logins, app pages; the one module that touches the SDK's privates
     ("agent.tools", "agent.auth", "agent.apps", "agent.sdk_private"),
     # settings and the files they come from; the model client
-    ("agent.config", "agent.config_checks", "agent.config_files", "agent.dialects")
+    ("agent.config", "agent.config_build", "agent.config_servers", "agent.server_env")
+    + ("agent.config_checks", "agent.config_files", "agent.dialects")
     + ("agent.trust", "agent.saved_approvals", "agent.hook_files", "agent.skill_files")
     + ("agent.login_files", "agent.transcript", "agent.llm", "agent.prices")
     + ("agent.model_types", "agent.openai_errors")

@@ -1,6 +1,7 @@
 """`python -m agent.server [--transport stdio|sse|http] [--host H] [--port N] [--root DIR]`.
 
-The agent itself runs this file as `python -P <path of this file>` (see config.bundled_server).
+The agent itself runs this file as `python -P <path of this file>`
+(see config_build.bundled_server).
 """
 
 from __future__ import annotations

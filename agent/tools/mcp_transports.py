@@ -17,7 +17,8 @@ from mcp import StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from agent.config import ServerConfig, server_env
+from agent.config import ServerConfig
+from agent.server_env import server_env
 from agent.tools.base import ConnectProblem
 from agent.tools.mcp_stdio import StopGrace, ToolCap, stdio_transport
 from agent.tools.prestart import Prestarted

@@ -23,7 +23,8 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from agent.config import ServerConfig, server_env
+from agent.config import ServerConfig
+from agent.server_env import server_env
 from agent.signals import signals_held
 
 STOP_GRACE = 0.5  # seconds between SIGTERM to a server's group and SIGKILL

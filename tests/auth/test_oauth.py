@@ -207,7 +207,7 @@ def test_client_credentials_need_an_id_and_a_secret() -> None:
 
 
 def test_the_oauth_key_parses_from_mcp_json(tmp_path: Path) -> None:
-    from agent.config import load_mcp_config
+    from agent.config_servers import load_mcp_config
 
     raw = {"oauth": {"client_id": "${CID}", "redirect_port": 8765, "scope": "a b"}}
     path = mcp_json(tmp_path, {"corp": {"url": "https://h/mcp", **raw}})

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import build_settings, load_mcp_config
+from agent.config_build import build_settings
+from agent.config_servers import load_mcp_config
 from agent.errors import ConfigError
 from tests.support.cli import mcp_json
 

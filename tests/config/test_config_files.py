@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import build_settings
+from agent.config_build import build_settings
 from agent.errors import ConfigError
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text

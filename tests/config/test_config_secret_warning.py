@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from agent.config import load_mcp_config, load_toml
+from agent.config_build import load_toml
+from agent.config_servers import load_mcp_config
 from tests.support.cli import mcp_json
 
 ENVIRON = {"HOME": "/home/me", "T": "tok-123456", "K": "key-123456", "MYKEY": "sk-abcdef"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import parse_server
+from agent.config_servers import parse_server
 from agent.errors import ConfigError
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text

@@ -9,7 +9,7 @@ import stat
 import sys
 from pathlib import Path
 
-from agent.config import load_mcp_config
+from agent.config_servers import load_mcp_config
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text
 from tests.support.servers import SUPPORT, time_server_command

@@ -17,7 +17,8 @@ import pytest
 
 from agent import saved_approvals
 from agent.approval import ApprovalPolicy, ApprovalRequest
-from agent.config import Settings, build_settings
+from agent.config import Settings
+from agent.config_build import build_settings
 from agent.tools.registry import ToolRegistry
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls

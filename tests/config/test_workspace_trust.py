@@ -23,7 +23,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent.config import build_settings
+from agent.config_build import build_settings
 from agent.errors import ConfigError
 from agent.trust import STORE_NAME, decide, describe, hint
 from agent.trust_cli import settle

@@ -12,7 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent.config import ServerConfig, Settings, load_mcp_config
+from agent.config import ServerConfig, Settings
+from agent.config_servers import load_mcp_config
 from agent.errors import ConfigError
 from agent.events import AssistantMessage, TextDelta
 from agent.redact import _PATTERNS, _TRIGGER, MASK, Redactor

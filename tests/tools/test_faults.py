@@ -30,7 +30,9 @@ from hypothesis import given
 from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 
-from agent.config import ServerConfig, build_settings, load_mcp_config, load_toml
+from agent.config import ServerConfig
+from agent.config_build import build_settings, load_toml
+from agent.config_servers import load_mcp_config
 from agent.errors import ConfigError
 from agent.memory import Memory
 from agent.tools.base import MAX_RESTARTS, ToolSpec

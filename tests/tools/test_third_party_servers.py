@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from agent.catalog import Catalog
-from agent.config import build_settings
+from agent.config_build import build_settings
 from agent.tools.registry import ToolRegistry
 from tests.support.servers import npm_server_js, sqlite_server_bin
 
