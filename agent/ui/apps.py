@@ -1,5 +1,6 @@
-"""The REPL's side of MCP Apps: `/apps`, `/app TOOL`, and what the app host asks of the
-terminal (agent.apps.host `AppUI`): questions, the user's next turn, log lines.
+"""The REPL's side of MCP Apps: what the app host asks of the terminal (agent.apps.host
+`AppUI`): questions, the user's next turn, log lines. (`/apps` and `/app TOOL` are slash
+commands, in agent/ui/commands.py.)
 
 A mixin of `Repl`, kept apart so the REPL's module stays about the REPL. Questions from an
 app are asked in the flow of a running turn or command, and otherwise through the inbox,
@@ -15,14 +16,10 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.events import ToolCallFinished
-from agent.tools.base import ToolSpec
 from agent.ui.inbox import AppTurn, Inbox, Work
-from agent.ui.layout import Column, show_table
-from agent.ui.listings import find_tools
 
 if TYPE_CHECKING:
     from agent.apps.host import AppHost
-    from agent.tools.registry import ToolRegistry
 
 T = TypeVar("T")
 
@@ -32,8 +29,6 @@ class AppFrontEnd:
 
     apps: AppHost | None
     inbox: Inbox
-    registry: ToolRegistry
-    console: Console
     status: Console
     can_ask: bool
     _scopes: list[Any]
@@ -83,36 +78,3 @@ class AppFrontEnd:
 
     def app_notice(self, text: str) -> None:
         self.status.print(Text(text, style="cyan"))
-
-    # -- commands ------------------------------------------------------------------------
-
-    async def _apps(self, arg: str) -> None:
-        """Tools that come with a page (the model's and app-only ones), then open pages."""
-        rows = [[p, s.app_uri or ""] for p, s in self.registry.tools.items() if s.app_uri]
-        if not rows and not (self.apps and self.apps.views):
-            self.console.print(Text("no tool comes with an app (MCP Apps)", style="dim"))
-            return
-        show_table(self.console, [Column("tool", key=True), Column("page")], rows)
-        if self.apps is None:
-            self.console.print(Text("pages are not shown in this session", style="dim"))
-            return
-        for view in self.apps.views.values():
-            state = "closed" if view.closed else ("open" if view.initialized else "not loaded")
-            self.console.print(Text(f"{view.title} ({state}): {self.apps.url(view)}"))
-
-    async def _app(self, arg: str) -> None:
-        """`/app TOOL`: the tool's page, without running the tool."""
-        if self.apps is None:
-            self.console.print(Text("pages are not shown in this session", style="yellow"))
-            return
-        found: list[tuple[str, ToolSpec]] = [
-            (p, s) for p, s in find_tools(self.registry.tools, arg) if s.app_uri
-        ]
-        if len(found) != 1:
-            named = ", ".join(p for p, s in self.registry.tools.items() if s.app_uri) or "none"
-            self.console.print(Text(f"/app TOOL: one of {named}", style="yellow"))
-            return
-        try:
-            await self.apps.open(found[0][1])
-        except LookupError as exc:
-            self.console.print(Text(str(exc), style="yellow"))

@@ -135,6 +135,61 @@ async def test_completion_of_commands_and_servers(registry: ToolRegistry, tmp_pa
     assert complete("hello") == []
 
 
+COMMANDS = [
+    "help",
+    "tools",
+    "servers",
+    "tasks",
+    "resources",
+    "prompts",
+    "prompt",
+    "skills",
+    "skill",
+    "model",
+    "clear",
+    "compact",
+    "history",
+    "usage",
+    "hooks",
+    "approve",
+    "save",
+    "login",
+    "apps",
+    "app",
+    "logout",
+    "exit",
+    "quit",
+]
+
+
+async def test_help_lists_every_command_once_in_the_table_order(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    text, repl = await drive(registry, FakeModel([]), ["/help"], tmp_path)
+    assert list(repl.commands) == list(COMMANDS)
+    shown = re.findall(r"^\s*/(\w+)\s", text, flags=re.MULTILINE)
+    assert shown == list(COMMANDS), text
+
+
+async def test_each_command_completes_its_own_argument_words(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    """Servers for the commands that take one; tools (public and own names) and servers for
+    /tools; the modes for /approve; nothing for the rest (the time server has no prompts)."""
+    _, repl = await drive(registry, FakeModel([]), [], tmp_path)
+    tools = ["time", "time__get_current_time", "time__convert_time"]
+    expected = {
+        "tools": [*tools, "get_current_time", "convert_time"],
+        "approve": ["ask", "yes", "read-only", "save"],
+        **{name: ["time"] for name in ("servers", "resources", "prompts", "login", "logout")},
+    }
+    words = {name: repl.argument_words(name) for name in COMMANDS}
+    assert {n: sorted(w) for n, w in words.items() if w} == {
+        n: sorted(w) for n, w in expected.items()
+    }
+    assert repl.argument_words("nope") == []
+
+
 async def test_multiline_input_by_backslash_and_escape_enter(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:

@@ -1,0 +1,512 @@
+"""The REPL's slash commands: one table (`Command`: name, help, handler, the words that
+complete its argument) and the handlers, which print what they find.
+
+Kept apart from agent/ui/repl.py, which holds the loop, Ctrl-C and the asking. A command
+is given what it reads in the constructor (console, agent, registry, settings, catalog,
+skills, transcript, renderer, app host) and reaches back into the REPL only through the
+two callables it is handed: `question` (one line from the user) and `run_turn` (a request
+as a turn, cancellable by Ctrl-C), which `/prompt` and `/skill` end in.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+import anyio
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agent import saved_approvals
+from agent.apps.host import AppHost
+from agent.auth.provider import forget
+from agent.catalog import Catalog
+from agent.config import Settings
+from agent.errors import ConfigError, ToolServerError
+from agent.hook_files import HookSet
+from agent.react import Agent
+from agent.skills import Skills
+from agent.tools.base import ToolServer, ToolSpec
+from agent.tools.registry import ToolRegistry
+from agent.transcript import Transcript, save_export, to_markdown
+from agent.ui import listings, skill_commands
+from agent.ui.layout import Column, show_table
+from agent.ui.listings import find_tools
+from agent.ui.render import EventRenderer
+from agent.ui.safe import clean
+
+Handler = Callable[[str], Awaitable[bool | None]]
+Question = Callable[[str], Awaitable[str | None]]
+Words = Callable[[], list[str]]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A slash command: `handler` gets the text after the name (True: leave the REPL);
+    `words` lists what completes its argument (agent/ui/input.py's completer)."""
+
+    name: str
+    help: str
+    handler: Handler
+    words: Words | None = None
+
+
+class SlashCommands:
+    """The command table and its handlers over the parts of a running session."""
+
+    def __init__(
+        self,
+        console: Console,
+        agent: Agent,
+        registry: ToolRegistry,
+        settings: Settings,
+        renderer: EventRenderer,
+        catalog: Catalog,
+        skills: Skills,
+        transcript: Transcript | None,
+        apps: AppHost | None,
+        *,
+        question: Question,
+        run_turn: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.console = console
+        self.agent = agent
+        self.registry = registry
+        self.settings = settings
+        self.renderer = renderer
+        self.catalog = catalog
+        self.skills = skills
+        self.transcript = transcript
+        self.apps = apps
+        self.question = question
+        self.run_turn = run_turn
+        self.commands: dict[str, Command] = {c.name: c for c in self._table()}
+
+    def _table(self) -> tuple[Command, ...]:
+        """In the order /help lists them."""
+        servers = self._server_names
+        return (
+            Command("help", "show the commands", self._help),
+            Command(
+                "tools",
+                "list tools: /tools [server], or one tool in full: /tools NAME",
+                self._tools,
+                self._tool_words,
+            ),
+            Command(
+                "servers",
+                "server status table; enable|disable NAME for this session",
+                self._servers,
+                servers,
+            ),
+            Command("tasks", "running and recent tasks (tool calls run as tasks)", self._tasks),
+            Command(
+                "resources",
+                "list resources and templates: /resources [server]",
+                self._resources,
+                servers,
+            ),
+            Command("prompts", "list prompts: /prompts [server]", self._prompts, servers),
+            Command(
+                "prompt",
+                "run a prompt: /prompt NAME key=value ... (or /NAME)",
+                self._prompt,
+                lambda: [p.name for _, p in self.catalog.prompts],
+            ),
+            Command("skills", "list skills and where they come from", self._skills),
+            Command(
+                "skill",
+                "use a skill in a turn: /skill NAME [request]",
+                self._skill,
+                lambda: [skill.handle for skill in self.skills.all],
+            ),
+            Command("model", "show or set the model: /model [name]", self._model),
+            Command("clear", "forget the conversation", self._clear),
+            Command(
+                "compact", "summarise older turns into one message: /compact [focus]", self._compact
+            ),
+            Command("history", "show the conversation so far", self._history),
+            Command("usage", "tokens and cost of the last turn and the session", self._usage),
+            Command("hooks", "the active hooks and where they came from", self._hooks),
+            Command(
+                "approve",
+                "show or set approval: /approve [ask|yes|read-only], or /approve save",
+                self._approve,
+                lambda: ["ask", "yes", "read-only", "save"],
+            ),
+            Command("save", "export the conversation as Markdown: /save [file.md]", self._save),
+            Command(
+                "login",
+                "log in to a server (OAuth, in the browser): /login NAME",
+                self._login,
+                servers,
+            ),
+            Command(
+                "apps", "MCP Apps: tools that come with a page, and the pages open", self._apps
+            ),
+            Command("app", "show a tool's page in the browser: /app TOOL", self._app),
+            Command("logout", "forget a server's tokens: /logout NAME", self._logout, servers),
+            Command("exit", "leave (also Ctrl-D)", self._exit),
+            Command("quit", "leave", self._exit),
+        )
+
+    def argument_words(self, command: str) -> list[str]:
+        """Completions for a command's argument: servers and tools, modes, prompt names."""
+        found = self.commands.get(command)
+        return found.words() if found is not None and found.words is not None else []
+
+    def _server_names(self) -> list[str]:
+        return list(self.registry.servers)
+
+    def _tool_words(self) -> list[str]:
+        """A tool by its public name or by its server's own name, and the servers."""
+        own = {spec.name for spec in self.registry.tools.values()}
+        return list(dict.fromkeys([*self.registry.servers, *self.registry.tools, *own]))
+
+    async def dispatch(self, line: str) -> bool:
+        """Run a slash command; True means leave the REPL."""
+        name, _, arg = line[1:].partition(" ")
+        command = self.commands.get(name)
+        found = self.catalog.find_prompt(name) if command is None else None
+        if isinstance(found, tuple):
+            await self._prompt(line[1:])  # `/NAME args` for an unambiguous prompt
+            return False
+        if isinstance(found, str) and "offered by several servers" in found:
+            self.console.print(Text(found, style="yellow"))  # names each server:prompt
+            return False
+        if command is None:
+            close = difflib.get_close_matches(name, list(self.commands), n=1)
+            hint = f" — did you mean /{close[0]}?" if close else " — try /help"
+            self.console.print(Text(f"unknown command /{name}{hint}", style="yellow"))
+            return False
+        return bool(await command.handler(arg.strip()))
+
+    async def _help(self, arg: str) -> None:
+        table = Table(show_header=False, box=None)
+        for command in self.commands.values():
+            table.add_row(Text("/" + command.name, style="bold"), Text(command.help))
+        self.console.print(table)
+
+    async def _tools(self, arg: str) -> None:
+        found = find_tools(self.registry.tools, arg) if arg else []
+        for public, spec in found:  # in full; a server's own name may match several
+            asks = self.agent.approval.needs_approval(spec)
+            listings.show_tool(self.console, public, spec, asks=asks)
+        if found:
+            return
+        if arg and arg not in self.registry.servers:
+            self.console.print(Text(f"no server or tool named {arg!r}", style="yellow"))
+            return
+        listings.show_tools(self.console, self.registry.tools, arg, self.registry.app_only)
+
+    async def _servers(self, arg: str) -> None:
+        verb, _, name = arg.partition(" ")
+        if verb in ("enable", "disable"):
+            await self._switch_server(verb, name.strip())
+            return
+        auth = {name: self.registry.auth_words(name) for name in self.registry.servers}
+        listings.show_servers(self.console, self.registry.statuses(), auth)
+        for name, server in self.registry.servers.items():
+            roots = server.roots
+            offered = ", ".join(str(r) for r in roots) if roots else "none"
+            self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
+        files = ", ".join(self.settings.config_files) or "none (defaults)"
+        self.console.print(Text(f"config files read: {files}", style="dim"))
+
+    async def _switch_server(self, verb: str, name: str) -> None:
+        """`/servers enable|disable NAME`: for this session only (files stay as they are)."""
+        server = self.registry.servers.get(name)
+        if server is None:
+            known = ", ".join(self.registry.servers) or "none"
+            self.console.print(Text(f"no server '{name}' (servers: {known})", style="yellow"))
+            return
+        if verb == "disable":
+            await self.registry.disable(name)
+            said = f"server '{name}' disabled for this session ({len(self.registry.tools)} tools)"
+            self.console.print(Text(said, style="dim"))
+            return
+        if server.status.state == "ready":
+            self.console.print(Text(f"server '{name}' is already on", style="dim"))
+            return
+        failure = await self.registry.enable(name)
+        if failure is not None:
+            self.console.print(Text(f"server '{name}': {failure}", style="yellow"))
+            return
+        count = server.status.tool_count
+        self.console.print(Text(f"server '{name}' enabled ({count} tools)", style="dim"))
+
+    async def _tasks(self, arg: str) -> None:
+        with self.console.status(Text("listing…", style="dim")):
+            tasks = await self.registry.refresh_tasks()
+        if not listings.show_tasks(self.console, tasks):
+            self.console.print(Text("no tasks yet", style="dim"))
+
+    async def _refreshed_catalog(self, server: str) -> bool:
+        """Re-list for /resources and /prompts; False (said why) for an unknown server."""
+        if server and server not in self.registry.servers:
+            known = ", ".join(self.registry.servers)
+            self.console.print(Text(f"no server named {server!r} (servers: {known})", "yellow"))
+            return False
+        with self.console.status(Text("listing…", style="dim")):
+            await self.catalog.refresh()
+        for name, error in self.catalog.errors.items():
+            if not server or name == server:
+                self.console.print(Text(f"{name}: {self.registry.redact(error)}", "yellow"))
+        return True
+
+    async def _resources(self, arg: str) -> None:
+        if not await self._refreshed_catalog(arg):
+            return
+        shown = listings.show_resources(
+            self.console,
+            [(server, r) for server, r in self.catalog.resources if not arg or server == arg],
+            [(server, t) for server, t in self.catalog.templates if not arg or server == arg],
+        )
+        if shown:
+            self.console.print(Text("attach one to a request with @server:uri", style="dim"))
+        else:
+            self.console.print(Text("no resources", style="dim"))
+        pages = [r for server, r in self.catalog.app_pages if not arg or server == arg]
+        if pages:  # ui:// pages are for the app host, never attached
+            self.console.print(Text(f"{len(pages)} app page(s) (MCP Apps): /apps", style="dim"))
+
+    async def _prompts(self, arg: str) -> None:
+        if not await self._refreshed_catalog(arg):
+            return
+        prompts = [(server, p) for server, p in self.catalog.prompts if not arg or server == arg]
+        if not listings.show_prompts(self.console, prompts):
+            self.console.print(Text("no prompts", style="dim"))
+
+    async def _prompt(self, arg: str) -> None:
+        """Fetch an MCP prompt (asking for missing required arguments) and run it as a turn."""
+        name, _, rest = arg.partition(" ")
+        if not name:
+            self.console.print(Text("usage: /prompt NAME key=value ...", style="yellow"))
+            return
+        found = self.catalog.find_prompt(name)
+        if isinstance(found, str):  # maybe published since the last listing
+            await self.catalog.refresh()
+            found = self.catalog.find_prompt(name)
+        if isinstance(found, str):
+            self.console.print(Text(found, style="yellow"))
+            return
+        server, prompt = found
+        try:
+            arguments = dict(_key_values(rest))
+        except ValueError as exc:
+            self.console.print(Text(str(exc), style="yellow"))
+            return
+        for spec in prompt.arguments or []:
+            if spec.required and not arguments.get(spec.name):
+                hint = f" ({spec.description})" if spec.description else ""
+                value = await self.question(f"{spec.name}{hint}: ")
+                if not value:
+                    self.console.print(Text("prompt cancelled", style="dim"))
+                    return
+                arguments[spec.name] = value
+        try:
+            messages = await self.catalog.get_prompt(server, prompt.name, arguments)
+        except LookupError as exc:
+            self.console.print(Text(str(exc), style="red"))
+            return
+        if not messages:
+            self.console.print(Text("the prompt has no messages", style="yellow"))
+            return
+        *earlier, (role, last) = messages
+        for earlier_role, text in earlier:  # context before the request itself
+            if earlier_role == "assistant":
+                self.agent.memory.add_assistant(text)
+            else:
+                self.agent.memory.add_user(text)
+        if role == "assistant":
+            self.agent.memory.add_assistant(last)
+            last = "Continue."
+        await self.run_turn(last)
+
+    async def _skills(self, arg: str) -> None:
+        await skill_commands.refresh_and_list(self.console, self.skills)
+
+    async def _skill(self, arg: str) -> None:
+        await skill_commands.use_skill(self.console, self.skills, arg, self.run_turn)
+
+    async def _model(self, arg: str) -> None:
+        if arg:
+            self.agent.model.model = arg
+        self.console.print(Text(f"model: {self.agent.model.model}"))
+
+    async def _compact(self, arg: str) -> None:
+        self.renderer.handle(await self.agent.compact(arg.strip()))
+
+    async def _clear(self, arg: str) -> None:
+        self.agent.memory.clear()
+        if self.transcript is not None:
+            self.transcript.mark("clear")
+        self.console.print(Text("conversation cleared", style="dim"))
+
+    async def _history(self, arg: str) -> None:
+        for message in self.agent.memory.messages:
+            role = message["role"]
+            content = message.get("content") or ""
+            if message.get("tool_calls"):
+                calls = ", ".join(c["function"]["name"] for c in message["tool_calls"])
+                content = f"{content}\n(calls {calls})".strip()
+            shown = self.registry.redact(str(content)[:500])
+            self.console.print(Text(f"{role}: ", style="bold"), Text(shown))
+
+    async def _hooks(self, arg: str) -> None:
+        listings.show_hooks(
+            self.console, self.agent.hooks.hookset if self.agent.hooks else HookSet()
+        )
+
+    async def _usage(self, arg: str) -> None:
+        table = Table("", "prompt", "cached", "completion", "total", "cost", box=None)
+        for label, usage in (
+            ("last turn", self.agent.run_usage),
+            ("session", self.agent.session_usage),
+        ):
+            total = usage.prompt_tokens + usage.completion_tokens
+            counts = (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, total)
+            table.add_row(label, *(usage.shown(n) for n in counts), usage.shown_cost())
+        self.console.print(table)
+
+    async def _approve(self, arg: str) -> None:
+        policy = self.agent.approval
+        if arg == "save":
+            self._save_trust()
+            return
+        if arg in ("ask", "yes", "read-only"):
+            policy.mode = arg  # type: ignore[assignment]
+        elif arg:
+            self.console.print(
+                Text(f"unknown mode {arg!r}: use ask, yes, read-only or save", style="yellow")
+            )
+            return
+        always = ", ".join(f"{s} › {t}" for s, t in sorted(policy.always)) or "none"
+        self.console.print(Text(f"approval: {policy.mode}; always allowed: {always}"))
+        trusted = [
+            f"{cfg.name} › {', '.join(cfg.trust) if isinstance(cfg.trust, tuple) else '*'}"
+            for cfg in self.settings.servers
+            if cfg.trust
+        ]
+        if trusted:
+            self.console.print(Text(f"trusted in the config: {'; '.join(trusted)}"))
+
+    def _save_trust(self) -> None:
+        """Keep this session's "always" answers in our own file (agent/saved_approvals.py),
+        never in the mcpServers file: it may be another program's, or a symlink."""
+        by_server: dict[str, list[str]] = {}
+        for server, tool in sorted(self.agent.approval.always):
+            by_server.setdefault(server, []).append(tool)
+        if not by_server:
+            self.console.print(Text("nothing to save: no tool was allowed 'always'", "dim"))
+        for server, tools in by_server.items():
+            cfg = self.registry.servers[server].config
+            if cfg.config_file is None:
+                line = f'{server}: not from an mcpServers file; add "trust" to its entry'
+                self.console.print(Text(line, style="yellow"))
+                continue
+            print_ = saved_approvals.fingerprint(cfg.command, cfg.args, cfg.url)
+            try:
+                path, added = saved_approvals.save(
+                    self.settings.state_dir, cfg.config_file, server, print_, tools
+                )
+            except ConfigError as exc:
+                self.console.print(Text(exc.message, style="red"))
+                continue
+            done = ", ".join(added) if added else "already there"
+            line = f"{server} trust += {done} (kept in {path}, for {cfg.config_file})"
+            self.console.print(Text(line))
+
+    async def _save(self, arg: str) -> None:
+        """Markdown as shown on screen: secrets masked, control characters as escapes."""
+        session_id = self.transcript.session_id if self.transcript else "session"
+        text = clean(self.registry.redact(to_markdown(self.agent.memory.messages)))
+        try:
+            path = await anyio.to_thread.run_sync(
+                save_export, text, self.settings.state_dir, session_id, arg
+            )
+        except OSError as exc:
+            where = exc.filename or arg
+            self.console.print(Text(f"cannot save to {where}: {exc.strerror}", style="red"))
+            return
+        self.console.print(Text(f"saved {len(self.agent.memory.messages)} messages to {path}"))
+
+    def _login_target(self, arg: str, command: str) -> ToolServer | None:
+        server = self.registry.servers.get(arg.strip())
+        if server is not None and server.auth is not None:
+            return server
+        known = [n for n, s in self.registry.servers.items() if s.auth is not None]
+        hint = f"servers that log in: {', '.join(known)}" if known else "no server logs in"
+        self.console.print(Text(f"usage: /{command} NAME ({hint})", style="yellow"))
+        return None
+
+    async def _login(self, arg: str) -> None:
+        """Log in again (fresh tokens) and reconnect; Ctrl-C cancels the login only."""
+        server = self._login_target(arg, "login")
+        if server is None or server.auth is None:
+            return
+        # Closed first: closing sends a last request, which must not ask for a login.
+        await self.registry.disconnect(server.name, "logging in")
+        forget(server.auth, delete=False)
+        try:
+            await self.registry.reconnect(server.name)
+        except ToolServerError as exc:
+            self.console.print(Text(f"login failed: {exc}", style="red"))
+            return
+        words = self.registry.auth_words(server.name)
+        self.console.print(Text(f"'{server.name}': {words}; {server.status.tool_count} tools"))
+
+    async def _logout(self, arg: str) -> None:
+        server = self._login_target(arg, "logout")
+        if server is None or server.auth is None:
+            return
+        await self.registry.disconnect(server.name, f"logged out (/login {server.name})")
+        had = forget(server.auth, delete=True)
+        said = "tokens removed" if had else "no tokens were stored"
+        self.console.print(Text(f"logged out of '{server.name}': {said}"))
+
+    async def _exit(self, arg: str) -> bool:
+        return True
+
+    async def _apps(self, arg: str) -> None:
+        """Tools that come with a page (the model's and app-only ones), then open pages."""
+        rows = [[p, s.app_uri or ""] for p, s in self.registry.tools.items() if s.app_uri]
+        if not rows and not (self.apps and self.apps.views):
+            self.console.print(Text("no tool comes with an app (MCP Apps)", style="dim"))
+            return
+        show_table(self.console, [Column("tool", key=True), Column("page")], rows)
+        if self.apps is None:
+            self.console.print(Text("pages are not shown in this session", style="dim"))
+            return
+        for view in self.apps.views.values():
+            state = "closed" if view.closed else ("open" if view.initialized else "not loaded")
+            self.console.print(Text(f"{view.title} ({state}): {self.apps.url(view)}"))
+
+    async def _app(self, arg: str) -> None:
+        """`/app TOOL`: the tool's page, without running the tool."""
+        if self.apps is None:
+            self.console.print(Text("pages are not shown in this session", style="yellow"))
+            return
+        found: list[tuple[str, ToolSpec]] = [
+            (p, s) for p, s in find_tools(self.registry.tools, arg) if s.app_uri
+        ]
+        if len(found) != 1:
+            named = ", ".join(p for p, s in self.registry.tools.items() if s.app_uri) or "none"
+            self.console.print(Text(f"/app TOOL: one of {named}", style="yellow"))
+            return
+        try:
+            await self.apps.open(found[0][1])
+        except LookupError as exc:
+            self.console.print(Text(str(exc), style="yellow"))
+
+
+def _key_values(text: str) -> Iterator[tuple[str, str]]:
+    """`key=value` pairs; values may be quoted to hold spaces."""
+    for token in shlex.split(text):
+        key, eq, value = token.partition("=")
+        if not eq or not key:
+            raise ValueError(f"'{token}' is not key=value")
+        yield key, value
