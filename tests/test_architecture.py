@@ -136,6 +136,15 @@ def test_lower_layers_never_import_upper_ones() -> None:
     assert not any(d.startswith("agent.ui") for d in graph["agent.ui.input"])
 
 
+def test_the_slash_commands_are_given_what_they_read_not_the_repl() -> None:
+    """The commands reach the REPL only through the callables its constructor hands them
+    (`question`, `run_turn`); only the front ends' builder imports the REPL."""
+    graph = import_graph()
+    assert "agent.ui.commands" in graph["agent.ui.repl"]
+    importers = sorted(name for name, deps in graph.items() if "agent.ui.repl" in deps)
+    assert importers == ["agent.front_ends"], importers
+
+
 def test_every_module_has_a_layer() -> None:
     graph = import_graph()
     unplaced = [name for name in graph if name != "agent" and layer_of(name) is None]
