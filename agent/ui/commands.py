@@ -86,10 +86,20 @@ class SlashCommands:
         self.commands: dict[str, Command] = {c.name: c for c in self._table()}
 
     def _table(self) -> tuple[Command, ...]:
-        """In the order /help lists them."""
-        servers = self._server_names
+        """In the order /help lists them: what the servers offer, the conversation, logins
+        and app pages, leaving."""
         return (
             Command("help", "show the commands", self._help),
+            *self._server_commands(),
+            *self._conversation_commands(),
+            *self._login_and_app_commands(),
+            Command("exit", "leave (also Ctrl-D)", self._exit),
+            Command("quit", "leave", self._exit),
+        )
+
+    def _server_commands(self) -> tuple[Command, ...]:
+        servers = self._server_names
+        return (
             Command(
                 "tools",
                 "list tools: /tools [server], or one tool in full: /tools NAME",
@@ -123,6 +133,10 @@ class SlashCommands:
                 self._skill,
                 lambda: [skill.handle for skill in self.skills.all],
             ),
+        )
+
+    def _conversation_commands(self) -> tuple[Command, ...]:
+        return (
             Command("model", "show or set the model: /model [name]", self._model),
             Command("clear", "forget the conversation", self._clear),
             Command(
@@ -138,19 +152,23 @@ class SlashCommands:
                 lambda: ["ask", "yes", "read-only", "save"],
             ),
             Command("save", "export the conversation as Markdown: /save [file.md]", self._save),
+        )
+
+    def _login_and_app_commands(self) -> tuple[Command, ...]:
+        return (
             Command(
                 "login",
                 "log in to a server (OAuth, in the browser): /login NAME",
                 self._login,
-                servers,
+                self._server_names,
             ),
             Command(
                 "apps", "MCP Apps: tools that come with a page, and the pages open", self._apps
             ),
             Command("app", "show a tool's page in the browser: /app TOOL", self._app),
-            Command("logout", "forget a server's tokens: /logout NAME", self._logout, servers),
-            Command("exit", "leave (also Ctrl-D)", self._exit),
-            Command("quit", "leave", self._exit),
+            Command(
+                "logout", "forget a server's tokens: /logout NAME", self._logout, self._server_names
+            ),
         )
 
     def argument_words(self, command: str) -> list[str]:
@@ -468,9 +486,6 @@ class SlashCommands:
         said = "tokens removed" if had else "no tokens were stored"
         self.console.print(Text(f"logged out of '{server.name}': {said}"))
 
-    async def _exit(self, arg: str) -> bool:
-        return True
-
     async def _apps(self, arg: str) -> None:
         """Tools that come with a page (the model's and app-only ones), then open pages."""
         rows = [[p, s.app_uri or ""] for p, s in self.registry.tools.items() if s.app_uri]
@@ -501,6 +516,9 @@ class SlashCommands:
             await self.apps.open(found[0][1])
         except LookupError as exc:
             self.console.print(Text(str(exc), style="yellow"))
+
+    async def _exit(self, arg: str) -> bool:
+        return True
 
 
 def _key_values(text: str) -> Iterator[tuple[str, str]]:
