@@ -224,6 +224,8 @@ class Settings(_Frozen):
 
 
 def secret_values(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """Every value to mask wherever we write: keys and headers from the config, masked
+    input answers, secret-named variables, and the tokens earlier logins stored on disk."""
     values: list[str | None] = [settings.llm.api_key]
     for server in settings.servers:
         values += header_secrets(server.headers)

@@ -48,6 +48,8 @@ BUNDLED_SERVER_NAME = "local"
 
 
 def load_toml(path: Path) -> dict[str, Any]:
+    """The settings file as tables; an unknown section is an error (a typo would otherwise
+    be ignored), and secrets written out in a world-readable file are warned about."""
     try:
         with path.open("rb") as fh:
             doc = tomllib.load(fh)
@@ -66,11 +68,14 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The OPENAI_* variables every OpenAI-compatible tool reads, over the file's [llm]."""
     mapping = {"OPENAI_BASE_URL": "base_url", "OPENAI_API_KEY": "api_key", "OPENAI_MODEL": "model"}
     return {key: environ[var] for var, key in mapping.items() if environ.get(var)}
 
 
 def default_state_dir(environ: Mapping[str, str]) -> Path:
+    """Where sessions, logins and approvals live: $MCP_AGENT_STATE_DIR, else the XDG state
+    folder, so nothing is written into the project being worked on."""
     if environ.get("MCP_AGENT_STATE_DIR"):
         return Path(environ["MCP_AGENT_STATE_DIR"])
     base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")

@@ -75,6 +75,8 @@ def validation_message(exc: ValidationError, where: str) -> str:
 
 
 def infer_type(raw: Mapping[str, Any], where: str) -> Transport:
+    """The transport an entry asks for: its `type` (other clients' spellings too), else
+    `command` means stdio and a `url` ending in /sse means sse, any other url http."""
     declared = raw.get("type", raw.get("transport"))
     if declared is not None:
         if not isinstance(declared, str) or declared.lower() not in _TYPE_ALIASES:
