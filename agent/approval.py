@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from agent.tools.base import ToolSpec
+from agent.tools.toolspec import ToolSpec
 
 Decision = Literal["yes", "no", "always"]
 Mode = Literal["ask", "yes", "read-only"]

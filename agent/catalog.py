@@ -20,9 +20,10 @@ from mcp import MCPError
 
 from agent.errors import ToolServerError
 from agent.tool_offer import AgentTool
-from agent.tools.base import ServerStopped, ToolServer, describe_exception
+from agent.tools.base import ToolServer
 from agent.tools.registry import ListKind, ToolRegistry
 from agent.tools.results import Image, Observation, block_text, envelope, error_observation
+from agent.tools.server_errors import ServerStopped, describe_exception
 from agent.tools.uimeta import is_app_page, is_app_uri
 
 READ_RESOURCE = "read_resource"

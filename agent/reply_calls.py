@@ -15,7 +15,7 @@ from typing import Any
 
 from agent.model_types import ToolCall
 from agent.tool_offer import TERMINATE, ToolOffer
-from agent.tools.base import ToolSpec
+from agent.tools.toolspec import ToolSpec
 
 MAX_ARGUMENT_DEPTH = 64  # nesting of a tool call's arguments; no real schema comes close
 CUT_CALL = (

@@ -41,11 +41,12 @@ from agent.skill_files import (
     split_front_matter,
 )
 from agent.tool_offer import AgentTool
-from agent.tools.base import ServerStopped, ToolServer
+from agent.tools.base import ToolServer
 from agent.tools.extensions import SKILLS as EXTENSION
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import Observation, error_observation
 from agent.tools.search import terms
+from agent.tools.server_errors import ServerStopped
 
 LOAD_SKILL = "load_skill"
 INDEX_LIMIT = 40  # skills named in load_skill's description; the rest are found by search

@@ -148,9 +148,8 @@ async def connected(
         prestarts=prestarts,
         login=login,
         apps=apps,
+        on_slow_start=None if settings.ui.quiet else functools.partial(_say_slow_start, stderr),
     ) as registry:
-        if not settings.ui.quiet:
-            registry.start_listener = functools.partial(_say_slow_start, stderr)
         with _connecting(stderr, settings):
             async with anyio.create_task_group() as tg:
                 # The model client's imports (~0.35 s) load in a thread while servers start.

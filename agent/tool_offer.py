@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.errors import ModelError
-from agent.tools.base import ToolSpec
 from agent.tools.results import Observation
 from agent.tools.search import FIND_TOOLS, ToolSearch
 from agent.tools.simplify import refused_tool, with_simplified
 from agent.tools.stored import READ_RESULT, READ_RESULT_SCHEMA, ResultStore
+from agent.tools.toolspec import ToolSpec
 
 TERMINATE = "terminate"
 TERMINATE_TOOL: dict[str, Any] = {

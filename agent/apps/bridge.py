@@ -23,7 +23,7 @@ import anyio
 import mcp.types as types
 
 from agent.apps import policy
-from agent.tools.base import ToolSpec
+from agent.tools.toolspec import ToolSpec
 
 PROTOCOL_VERSION = "2026-01-26"
 HOST_INFO = {"name": "run_mcp", "version": "1"}

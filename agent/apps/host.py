@@ -31,9 +31,9 @@ from agent.apps import pages, policy
 from agent.apps.bridge import REFUSED, AppError, AppView, error_result, result_wire
 from agent.apps.http import LOOPBACK, LoopbackServer, Request, Response
 from agent.catalog import Catalog
-from agent.tools.base import ToolSpec
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
+from agent.tools.toolspec import ToolSpec
 from agent.tools.uimeta import APP_MIME
 
 T = TypeVar("T")

@@ -27,7 +27,8 @@ from agent.errors import LoginNeededError, ToolServerError
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.launchers import SLOW_START_NOTICE, slow_start_message, timeout_hint
 from agent.tools.launchers import connect_timeout as launcher_aware_timeout
-from agent.tools.uimeta import tool_ui
+from agent.tools.server_errors import describe_exception, login_needed, says_all
+from agent.tools.toolspec import ToolSpec
 
 if TYPE_CHECKING:
     from agent.auth.provider import Provider
@@ -57,79 +58,22 @@ STDERR_SEPARATOR = "; last stderr: "  # between a connect error and the server's
 
 
 @dataclass(frozen=True)
-class ToolSpec:
-    """A tool as its server describes it, plus the hints approval relies on."""
+class ServerHooks:
+    """What a server tells whoever owns it (the registry), handed over at construction.
 
-    server: str
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    title: str | None = None
-    read_only: bool = False
-    destructive: bool = True
-    idempotent: bool = False
-    open_world: bool = True
-    app_uri: str | None = None  # the `ui://` page that comes with it (MCP Apps)
-    visibility: tuple[str, ...] = ("model", "app")  # who may call it: the model, its page
-    # The schema as the model gets it (local $refs inlined, agent/tools/schemas.py); None:
-    # `input_schema` as it is. `input_schema` stays as the server sent it, for the server's
-    # own uses (an app's tools/list, an echo): 2020-12 keywords such as $anchor survive.
-    model_schema: dict[str, Any] | None = None
+    Given to the constructor rather than assigned afterwards, so nothing outside a server
+    writes its attributes; a server without an owner (a test, a bench) tells no one.
+    """
 
-    @property
-    def schema_for_model(self) -> dict[str, Any]:
-        return self.input_schema if self.model_schema is None else self.model_schema
-
-    @property
-    def for_model(self) -> bool:
-        """Offered to the model; an app-only tool is called by its page alone."""
-        return "model" in self.visibility
-
-    @classmethod
-    def from_mcp(cls, server: str, tool: types.Tool) -> ToolSpec:
-        ann = tool.annotations
-        schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
-        app_uri, visibility = tool_ui(tool.meta)
-        return cls(
-            server=server,
-            name=tool.name,
-            description=tool.description or "",
-            input_schema=schema or {"type": "object", "properties": {}},
-            title=tool.title or (ann.title if ann else None),
-            # A tool that claims both read-only and destructive is taken at its worse word.
-            read_only=bool(ann and ann.read_only_hint and ann.destructive_hint is not True),
-            destructive=not (ann and ann.destructive_hint is False),
-            idempotent=bool(ann and ann.idempotent_hint),
-            open_world=not (ann and ann.open_world_hint is False),
-            app_uri=app_uri,
-            visibility=visibility,
-        )
+    # It connected again after it was lost: a restarted server may list other tools.
+    on_reconnected: Callable[[], None] | None = None
+    # "Still starting" messages (a launcher downloading its package), as they happen.
+    on_slow_start: Callable[[str], None] | None = None
+    # MCP log messages (redacted) for a front end that shows them (-v).
+    on_log: Callable[[str], None] | None = None
 
 
-class ConnectProblem(Exception):
-    """A connect failure whose message is already phrased for the user."""
-
-    def __init__(self, message: str, *, login_needed: bool = False, says_all: bool = False) -> None:
-        super().__init__(message)
-        self.login_needed = login_needed  # only a person can fix it: no log tail, own error
-        self.says_all = says_all or login_needed  # the message is the whole story: no log tail
-
-
-def describe_exception(exc: BaseException) -> str:
-    """One line for the deepest meaningful cause, unwrapping ExceptionGroups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, ConnectProblem):
-        return str(exc)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    name = type(exc).__name__
-    if isinstance(exc, FileNotFoundError) and exc.filename:
-        return f"command not found: {exc.filename}"
-    if name == "MCPError" and "Connection closed" in text:
-        return "the server closed the connection (it exited or crashed at start; see its log)"
-    if name == "ConnectError":
-        return f"connection refused ({text})" if text else "connection refused"
-    return f"{name}: {text}" if text else name
+NO_HOOKS = ServerHooks()
 
 
 @dataclass
@@ -152,16 +96,6 @@ class ServerStatus:
     card: str | None = None  # what the host's server card says it serves (SEP-2127)
     protocol: str | None = None  # the protocol version (era) this connection speaks
     extensions: tuple[str, ...] = ()  # the MCP extensions the server declared
-
-
-class ServerStopped(Exception):
-    """The connection died while a request was in flight; the next call reconnects."""
-
-    def __init__(self, server: str, reason: str, *, down: bool) -> None:
-        super().__init__(reason)
-        self.server = server
-        self.reason = reason
-        self.down = down
 
 
 @dataclass
@@ -198,19 +132,20 @@ class ToolServer(ABC):
         *,
         connect_timeout: float,
         redactor: Redactor = PATTERNS_ONLY,
+        hooks: ServerHooks = NO_HOOKS,
+        max_tools: int = DEFAULT_MAX_TOOLS,
     ) -> None:
+        """`max_tools`: the most tools taken from this server (what it announced when it
+        had more is kept in `listing_cut`)."""
         self.config = config
         self.name = config.name
         self.connect_timeout = launcher_aware_timeout(config, connect_timeout)
         self._slow_after = min(SLOW_START_NOTICE, connect_timeout, self.connect_timeout)
-        # Told "still starting" messages (a launcher downloading its package), if anyone listens.
-        self.on_slow_start: Callable[[str], None] | None = None
+        self.hooks = hooks
         self.redact = redactor
         self.status = ServerStatus(name=config.name, transport=config.type)
         self.instructions: str | None = None
-        self.on_reconnected: Callable[[], None] | None = None
-        # The most tools taken from this server; what it announced when it had more.
-        self.max_tools = DEFAULT_MAX_TOOLS
+        self.max_tools = max_tools
         self.listing_cut: str | None = None
         self._gen = _Generation(0)
         self._gen.done.set()
@@ -222,9 +157,6 @@ class ToolServer(ABC):
         self.down_retry_after = DOWN_RETRY_AFTER
         self.waiting_on_person = False  # a login is open in a browser
         self._person_changed = anyio.Event()  # set when waiting_on_person changes
-        # MCP log messages (redacted) for a front end that shows them; servers without any
-        # never call it.
-        self.on_log: Callable[[str], None] | None = None
         self.list_warnings: list[str] = []  # tools skipped at listing, for the registry
         # The login (OAuth) and where its tokens are kept, for a server that logs in.
         self.auth: Provider | None = None
@@ -354,11 +286,11 @@ class ToolServer(ABC):
         """Connect within the timeout, or raise ToolServerError naming the cause."""
         self._tg = task_group
         cause = await self._connect_once()
-        if cause is not None and _login_needed(self._gen.error):
+        if cause is not None and login_needed(self._gen.error):
             self._set_error(cause)
             self.status.state = "failed"
             raise LoginNeededError(self.name, cause)
-        if cause is not None and _says_all(self._gen.error):
+        if cause is not None and says_all(self._gen.error):
             self._set_error(cause)
             self.status.state = "failed"
             raise ToolServerError(self.name, "connect", self.status.error or cause)
@@ -435,12 +367,13 @@ class ToolServer(ABC):
         Returns the seconds waited here (they count towards the connect limit)."""
         after = self._slow_after
         message = slow_start_message(self.config, after, self.connect_timeout)
-        if message is None or self.on_slow_start is None or after >= self.connect_timeout:
+        on_slow_start = self.hooks.on_slow_start
+        if message is None or on_slow_start is None or after >= self.connect_timeout:
             return 0.0
         with anyio.move_on_after(after):
             await _first_of(gen.ready.wait, gen.done.wait)
         if not (gen.ready.is_set() or gen.done.is_set()):
-            self.on_slow_start(message)
+            on_slow_start(message)
         return after
 
     async def _own(self, gen: _Generation) -> None:
@@ -592,8 +525,8 @@ class ToolServer(ABC):
                 self.status.restarts += 1
                 self.status.last_restart = time.time()
                 self.status.state = "ready"
-                if self.on_reconnected is not None:
-                    self.on_reconnected()
+                if self.hooks.on_reconnected is not None:
+                    self.hooks.on_reconnected()
                 return
             cause = failed
             self._set_error(f"reconnect attempt {attempt + 1} failed: {failed}")
@@ -616,22 +549,6 @@ class ToolServer(ABC):
 
     def _set_error(self, text: str) -> None:
         self.status.error = self.redact(text)
-
-
-def _connect_problem(exc: BaseException | None) -> ConnectProblem | None:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc if isinstance(exc, ConnectProblem) else None
-
-
-def _login_needed(exc: BaseException | None) -> bool:
-    problem = _connect_problem(exc)
-    return problem is not None and problem.login_needed
-
-
-def _says_all(exc: BaseException | None) -> bool:
-    problem = _connect_problem(exc)
-    return problem is not None and problem.says_all
 
 
 async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:

@@ -41,14 +41,7 @@ from agent.auth.store import FileTokenStorage
 from agent.config import ServerConfig
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools import server_card
-from agent.tools.base import (
-    ConnectProblem,
-    ProgressFn,
-    ServerStopped,
-    ToolServer,
-    ToolSpec,
-    describe_exception,
-)
+from agent.tools.base import DEFAULT_MAX_TOOLS, NO_HOOKS, ProgressFn, ServerHooks, ToolServer
 from agent.tools.extensions import declared_extensions
 from agent.tools.mcp_http import (
     _ERA_NAMES,
@@ -72,8 +65,10 @@ from agent.tools.mcp_tasks import (
 )
 from agent.tools.mcp_transports import OPENERS, Opening
 from agent.tools.prestart import Prestarted
+from agent.tools.server_errors import ConnectProblem, ServerStopped, describe_exception
 from agent.tools.server_log import ServerLog
 from agent.tools.tasks import DEFAULT_TASK_LIMIT, TaskAccepted, TaskState, TaskWatch
+from agent.tools.toolspec import ToolSpec
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version=agent.__version__)
 MessageHandler = MessageHandlerFnT
@@ -128,9 +123,17 @@ class MCPServerConnection(ToolServer):
         auth: httpx2.Auth | None = None,
         apps: bool = False,
         prestarted: Prestarted | None = None,
+        hooks: ServerHooks = NO_HOOKS,
+        max_tools: int = DEFAULT_MAX_TOOLS,
     ) -> None:
         """`auth` replaces the login `oauth` would configure (flows we do not configure)."""
-        super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
+        super().__init__(
+            config,
+            connect_timeout=connect_timeout,
+            redactor=redactor,
+            hooks=hooks,
+            max_tools=max_tools,
+        )
         self.prestarted = prestarted  # started before the imports, adopted by the first connect
         self.apps = apps  # this run shows MCP Apps' pages: declare the extension
         self._callbacks = callbacks or ClientCallbacks()
@@ -318,8 +321,8 @@ class MCPServerConnection(ToolServer):
         source = f" {params.logger}:" if params.logger else ""
         line = self.redact(f"[{params.level}]{source} {params.data}")  # once, for both
         self.log.write(line, redacted=True)
-        if self.on_log is not None:  # -v: the front end shows it too
-            self.on_log(line)
+        if self.hooks.on_log is not None:  # -v: the front end shows it too
+            self.hooks.on_log(line)
 
     async def _connected(self) -> tuple[Client, int]:
         """The live client (reconnecting a lost one first) and its generation."""

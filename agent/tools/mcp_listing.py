@@ -17,9 +17,9 @@ from mcp import Client
 
 from agent.config import ServerConfig
 from agent.sdk_private import absorb_tool_listing, send_raw_request
-from agent.tools.base import ToolSpec
 from agent.tools.mcp_stdio import ToolCap
 from agent.tools.schemas import UnusableSchema, inline_refs
+from agent.tools.toolspec import ToolSpec
 
 MAX_PAGES = 100  # of any listing
 

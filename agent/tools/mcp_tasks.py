@@ -24,7 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from agent.errors import ToolServerError
 from agent.sdk_private import send_stamped_request
-from agent.tools.base import ServerStopped
+from agent.tools.server_errors import ServerStopped
 from agent.tools.tasks import (
     TASK_TTL_MS,
     TASKS_EXTENSION,

@@ -19,9 +19,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from agent.config import ServerConfig
 from agent.server_env import server_env
-from agent.tools.base import ConnectProblem
 from agent.tools.mcp_stdio import StopGrace, ToolCap, stdio_transport
 from agent.tools.prestart import Prestarted
+from agent.tools.server_errors import ConnectProblem
 from agent.tools.server_log import ServerLog
 
 ResponseHook = Callable[[httpx2.Response], Awaitable[None]]

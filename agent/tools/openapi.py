@@ -20,8 +20,9 @@ import mcp.types as types
 
 from agent.config import ServerConfig
 from agent.redact import PATTERNS_ONLY, Redactor
-from agent.tools.base import ProgressFn, ToolServer, ToolSpec
+from agent.tools.base import DEFAULT_MAX_TOOLS, NO_HOOKS, ProgressFn, ServerHooks, ToolServer
 from agent.tools.tasks import TaskWatch
+from agent.tools.toolspec import ToolSpec
 
 _METHODS = ("post", "get", "put", "patch", "delete")
 # $ref hops along one branch; a longer chain is cut like a cycle (it would be one in practice).
@@ -151,9 +152,21 @@ class OpenAPIServer(ToolServer):
     """
 
     def __init__(
-        self, config: ServerConfig, *, connect_timeout: float, redactor: Redactor = PATTERNS_ONLY
+        self,
+        config: ServerConfig,
+        *,
+        connect_timeout: float,
+        redactor: Redactor = PATTERNS_ONLY,
+        hooks: ServerHooks = NO_HOOKS,
+        max_tools: int = DEFAULT_MAX_TOOLS,
     ) -> None:
-        super().__init__(config, connect_timeout=connect_timeout, redactor=redactor)
+        super().__init__(
+            config,
+            connect_timeout=connect_timeout,
+            redactor=redactor,
+            hooks=hooks,
+            max_tools=max_tools,
+        )
         self._http: httpx2.AsyncClient | None = None
         self._origin: httpx2.URL | None = None
         self._routes: dict[str, tuple[str, str, bool]] = {}  # tool -> (method, path, has_body)

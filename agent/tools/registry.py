@@ -1,7 +1,7 @@
 """All tool servers at once: concurrent connects, namespaced names, calls by public name.
 
-Public names are `<server>__<tool>` sanitized to the OpenAI pattern and made unique with a
-deterministic hash suffix, so no server can shadow another server's tool or the agent's own.
+The names and the model's declarations are made in agent/tools/declarations.py; the registry
+rebuilds them once per change of the tool set (connect, re-listing, /servers, /logout).
 """
 
 from __future__ import annotations
@@ -9,11 +9,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-import hashlib
-import json
 import os
-import re
-from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,28 +26,23 @@ from agent.config import ServerConfig, Settings
 from agent.errors import ToolServerError
 from agent.redact import PATTERNS_ONLY, Redactor
 from agent.tools.base import (
+    DEFAULT_MAX_TOOLS,
     MAX_ATTEMPTS,
+    NO_HOOKS,
     ProgressFn,
+    ServerHooks,
     ServerStatus,
-    ServerStopped,
     ToolServer,
-    ToolSpec,
-    describe_exception,
 )
+from agent.tools.declarations import assign_names, openai_tool
 from agent.tools.mcp import ClientCallbacks, MCPServerConnection, MessageHandler
 from agent.tools.prestart import Prestarts
 from agent.tools.results import Observation, error_observation, to_observation
+from agent.tools.server_errors import ServerStopped, describe_exception
 from agent.tools.tasks import TaskBoard, TaskFn, TaskState, TaskWatch
+from agent.tools.toolspec import ToolSpec
 
-NAME_LIMIT = 64
 REFRESH_DEBOUNCE = 0.25  # server-everything sends five list_changed in a burst at connect
-_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
-DESCRIPTION_LIMIT = 2000
-# What one server may put into every model request through a tool's input schema.
-SCHEMA_DESCRIPTION_LIMIT = 500
-SCHEMA_DEPTH = 32
-_LITERAL_KEYWORDS = frozenset({"default", "const", "enum", "examples"})  # values, not schemas
-SCHEMA_LIMIT = 20_000  # characters of the whole schema
 TOOL_LIMIT = 128  # OpenAI's endpoint refuses more tools in one request
 TASKS_LIST_TIMEOUT = 10.0  # seconds a server gets to list its tasks for /tasks
 CALL_GRACE = 0.5  # seconds past tool_timeout before we stop waiting for a hung server
@@ -77,95 +68,6 @@ class _Refresh:
     waited_out: bool = False  # a settle() gave up on it once: later ones do not wait again
 
 
-def _digest(server: str, tool: str) -> str:
-    return hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
-
-
-def assign_names(
-    pairs: Iterable[tuple[str, str]], reserved: Iterable[str] = ()
-) -> dict[str, tuple[str, str]]:
-    """Map public names to (server, tool), valid and unique, deterministic for the input.
-
-    A clean, short name that no other pair would also produce, and that is not reserved,
-    is used as is; every other name is sanitized, cut and given a suffix derived from the
-    exact (server, tool) pair. So servers `evil` (tool `files__delete`) and `evil__files`
-    (tool `delete`) both get suffixed names: neither takes the other's, whatever the config
-    order. The result depends on the set of pairs only (it keeps the input's order).
-    """
-    pairs = list(pairs)
-    raw_counts = Counter(f"{server}__{tool}" for server, tool in set(pairs))
-    taken = set(reserved)
-    chosen: dict[tuple[str, str], str] = {}
-    for server, tool in sorted(set(pairs)):
-        raw = f"{server}__{tool}"
-        unique = raw_counts[raw] == 1 and raw not in taken
-        if unique and not _INVALID.search(raw) and len(raw) <= NAME_LIMIT:
-            chosen[(server, tool)] = raw
-            taken.add(raw)
-    for server, tool in sorted(set(pairs) - set(chosen)):
-        clean = _INVALID.sub("_", f"{server}__{tool}")
-        suffix = _digest(server, tool)
-        name = f"{clean[: NAME_LIMIT - len(suffix) - 1]}_{suffix}"
-        counter = 1
-        while name in taken:
-            extra = f"{suffix}{counter}"
-            name = f"{clean[: NAME_LIMIT - len(extra) - 1]}_{extra}"
-            counter += 1
-        taken.add(name)
-        chosen[(server, tool)] = name
-    return {chosen[pair]: pair for pair in pairs}
-
-
-def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
-    """The function declaration the model sees; the description says where it came from."""
-    # A title is for people (/tools shows it); the model reads it only if nothing else.
-    text = (spec.description or "").strip() or (spec.title or "")
-    if len(text) > DESCRIPTION_LIMIT:
-        text = text[:DESCRIPTION_LIMIT] + " [...]"
-    schema = _tame_schema(spec.schema_for_model)
-    if (size := len(json.dumps(schema))) > SCHEMA_LIMIT:
-        text += f" [its input schema ({size} characters) was too large to send]"
-        schema = {"type": "object", "additionalProperties": True}
-    schema.setdefault("type", "object")
-    if schema.get("type") == "object":
-        schema.setdefault("properties", {})
-    return {
-        "type": "function",
-        "function": {
-            "name": public_name,
-            # Short: it rides on every tool of every request; the system prompt says once
-            # what the mark means (agent.memory.UNTRUSTED_STATEMENT).
-            "description": f"[external: {spec.server}] {text}",
-            "parameters": schema,
-        },
-    }
-
-
-def _tame_schema(node: Any, depth: int = 0, literal: bool = False) -> Any:
-    """A server's input schema as the model may see it: every description cut to
-    SCHEMA_DESCRIPTION_LIMIT (they rode past the tool description's own limit), and
-    nesting cut at SCHEMA_DEPTH (a thousand-deep schema breaks JSON encoders).
-
-    Generated `title`s ("Path", "read_fileArguments") are left out: they repeat the names,
-    and on every request (a sixth of the bundled server's declarations) a local model
-    pays for them in prompt processing."""
-    if isinstance(node, dict):
-        if depth >= SCHEMA_DEPTH:
-            return {}
-        tamed = {
-            k: _tame_schema(v, depth + 1, literal or k in _LITERAL_KEYWORDS)
-            for k, v in node.items()
-            if literal or not (k == "title" and isinstance(v, str))
-        }
-        description = tamed.get("description")
-        if isinstance(description, str) and len(description) > SCHEMA_DESCRIPTION_LIMIT:
-            tamed["description"] = description[:SCHEMA_DESCRIPTION_LIMIT] + " [...]"
-        return tamed
-    if isinstance(node, list):
-        return [] if depth >= SCHEMA_DEPTH else [_tame_schema(v, depth + 1, literal) for v in node]
-    return node
-
-
 def make_server(
     config: ServerConfig,
     *,
@@ -178,13 +80,21 @@ def make_server(
     login: LoginHost | None = None,
     apps: bool = False,
     prestarts: Prestarts | None = None,
+    hooks: ServerHooks = NO_HOOKS,
+    max_tools: int = DEFAULT_MAX_TOOLS,
 ) -> ToolServer:
     """The server `config` describes; a stdio server started before the imports is
-    adopted from `prestarts`."""
+    adopted from `prestarts`. `hooks`: what it tells its owner (agent/tools/base.py)."""
     if config.type == "openapi":
         from agent.tools.openapi import OpenAPIServer  # only loaded when used
 
-        return OpenAPIServer(config, connect_timeout=connect_timeout, redactor=redactor)
+        return OpenAPIServer(
+            config,
+            connect_timeout=connect_timeout,
+            redactor=redactor,
+            hooks=hooks,
+            max_tools=max_tools,
+        )
     return MCPServerConnection(
         config,
         connect_timeout=connect_timeout,
@@ -196,6 +106,8 @@ def make_server(
         login=login,
         apps=apps,
         prestarted=prestarts.take(config) if prestarts is not None else None,
+        hooks=hooks,
+        max_tools=max_tools,
     )
 
 
@@ -221,16 +133,23 @@ class ToolRegistry:
         prestarts: Prestarts | None = None,
         login: LoginHost | None = None,
         apps: bool = False,
+        on_slow_start: Callable[[str], None] | None = None,
     ) -> None:
         """`callbacks(server_name)` answers that server's requests (sampling, ...);
         `prestarts` holds stdio servers started before the imports, for their connections;
-        `login` says whether a server that needs a login may ask a person (default: never)."""
+        `login` says whether a server that needs a login may ask a person (default: never);
+        `on_slow_start` is told why a server is slow to start (a launcher downloading it)."""
         self.settings = settings
         self._environ = os.environ if environ is None else environ
         self._reserved = frozenset(reserved_names)
         self.log_dir = settings.state_dir / "logs"
         # Every secret in the settings (and secret-named variables) is masked in what we write.
         self.redact = settings.redactor(self._environ)
+        self._on_slow_start = on_slow_start
+        # MCP log messages (server, line), for a front end that shows them (-v). Attached
+        # once the front end exists (the REPL), after the connects, so start-up's log lines
+        # stay in the servers' log files.
+        self.log_listener: Callable[[str, str], None] | None = None
         self.servers: dict[str, ToolServer] = {
             cfg.name: make_server(
                 cfg,
@@ -243,18 +162,11 @@ class ToolRegistry:
                 login=login,
                 apps=apps,
                 prestarts=prestarts,
+                hooks=self._hooks(cfg.name),
+                max_tools=settings.agent.max_tools_per_server,
             )
             for cfg in settings.servers
         }
-        for name, server in self.servers.items():  # a restarted server may list other tools
-            server.max_tools = settings.agent.max_tools_per_server
-            server.on_reconnected = functools.partial(self._schedule_refresh, name)
-            server.on_slow_start = self._slow_start
-            server.on_log = functools.partial(self._server_log, name)
-        # MCP log messages (server, line), for a front end that shows them (-v).
-        self.log_listener: Callable[[str, str], None] | None = None
-        # Told why a server is slow to start (a launcher downloading it), as it happens.
-        self.start_listener: Callable[[str], None] | None = None
         # Told (server, uri) when a server says a resource it publishes was updated.
         self.update_listeners: list[Callable[[str, str], Coroutine[Any, Any, None]]] = []
         # Told (server, kind) after a server's prompts or resources changed (the catalog).
@@ -350,9 +262,14 @@ class ToolRegistry:
         if unknown := [t for t in trusted if t not in {s.name for s in specs}]:
             self.warnings.append(_unknown_trusted(server.name, unknown, [s.name for s in specs]))
 
-    def _slow_start(self, message: str) -> None:
-        if self.start_listener is not None:
-            self.start_listener(message)
+    def _hooks(self, server_name: str) -> ServerHooks:
+        """What server `server_name` tells the registry: a restarted server may list other
+        tools; why it is slow to start; its log lines."""
+        return ServerHooks(
+            on_reconnected=functools.partial(self._schedule_refresh, server_name),
+            on_slow_start=self._on_slow_start,
+            on_log=functools.partial(self._server_log, server_name),
+        )
 
     def _server_log(self, server_name: str, line: str) -> None:
         if self.log_listener is not None:

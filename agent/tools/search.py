@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
+from agent.tools.toolspec import ToolSpec
 
 FIND_TOOLS = "find_tools"
 DEFAULT_LIMIT = 10

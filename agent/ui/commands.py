@@ -29,8 +29,9 @@ from agent.errors import ConfigError, ToolServerError
 from agent.hook_files import HookSet
 from agent.react import Agent
 from agent.skills import Skills
-from agent.tools.base import ToolServer, ToolSpec
+from agent.tools.base import ToolServer
 from agent.tools.registry import ToolRegistry
+from agent.tools.toolspec import ToolSpec
 from agent.transcript import Transcript, save_export, to_markdown
 from agent.ui import listings, skill_commands
 from agent.ui.layout import Column, show_table

@@ -15,8 +15,9 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.hook_files import HookSet
-from agent.tools.base import ServerStatus, ToolSpec
+from agent.tools.base import ServerStatus
 from agent.tools.tasks import TaskState
+from agent.tools.toolspec import ToolSpec
 from agent.ui.layout import Cell, Column, Indented, show_table
 from agent.ui.safe import clean
 

@@ -17,7 +17,8 @@ from agent.config import Settings
 from agent.events import ToolCallFinished
 from agent.memory import Memory
 from agent.react import Agent
-from agent.tools.registry import ToolRegistry, assign_names
+from agent.tools.declarations import assign_names
+from agent.tools.registry import ToolRegistry
 from tests.support.fake_model import FakeModel, answer, calls
 from tests.support.servers import SUPPORT, settings_for, stdio
 

@@ -31,8 +31,8 @@ from agent.model_types import Reply, RetryNotice, Usage
 from agent.output import RunRecord
 from agent.react import Agent
 from agent.startup import make_model
-from agent.tools.base import ToolSpec
-from agent.tools.registry import openai_tool
+from agent.tools.declarations import openai_tool
+from agent.tools.toolspec import ToolSpec
 from agent.ui.render import NORMAL, QUIET, EventRenderer
 from tests.support.asgi_thread import serve
 from tests.support.cli import run_cli

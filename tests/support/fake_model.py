@@ -16,8 +16,8 @@ import anyio
 from agent.events import Event
 from agent.model_types import Reply, RetryNotice, ToolCall, Usage
 from agent.react import Agent
-from agent.tools.base import ToolSpec
 from agent.tools.results import Observation, error_observation
+from agent.tools.toolspec import ToolSpec
 
 Step = Reply | Exception | Callable[[list[dict[str, Any]]], Reply]
 

@@ -35,9 +35,11 @@ from agent.config_build import build_settings, load_toml
 from agent.config_servers import load_mcp_config
 from agent.errors import ConfigError
 from agent.memory import Memory
-from agent.tools.base import MAX_RESTARTS, ToolSpec
-from agent.tools.registry import ToolRegistry, openai_tool
+from agent.tools.base import MAX_RESTARTS
+from agent.tools.declarations import openai_tool
+from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker, to_observation
+from agent.tools.toolspec import ToolSpec
 from tests.support.processes import alive
 from tests.support.servers import (
     REPO_ROOT,

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.memory import Memory
-from agent.tools.base import ToolSpec
-from agent.tools.registry import NAME_LIMIT, assign_names, openai_tool
+from agent.tools.declarations import NAME_LIMIT, assign_names, openai_tool
 from agent.tools.results import envelope, strip_marker, to_observation, truncate
+from agent.tools.toolspec import ToolSpec
 
 VALID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

@@ -16,9 +16,9 @@ import pytest
 
 from agent.memory import Memory
 from agent.react import Agent
-from agent.tools.base import ToolSpec
 from agent.tools.registry import ToolRegistry
 from agent.tools.search import FIND_TOOLS, SearchBudget, ToolIndex, ToolSearch, terms
+from agent.tools.toolspec import ToolSpec
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
 from tests.support.fake_model import FakeModel, FakeTools, answer, calls

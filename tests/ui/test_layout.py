@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
 
-from agent.tools.base import ToolSpec
+from agent.tools.toolspec import ToolSpec
 from agent.ui.layout import AnswerMarkdown, Column, Indented, show_table
 from agent.ui.listings import find_tools, hint_words, own_name, show_tools
 

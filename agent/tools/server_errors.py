@@ -1,0 +1,63 @@
+"""How a tool server's failures are told: at connect, and when it stops mid-call.
+
+Apart from the `ToolServer` contract (agent/tools/base.py) because the transports, the
+server card lookup and the task follower raise these without needing a server, and the
+catalog and skills read them without needing the connection.
+"""
+
+from __future__ import annotations
+
+
+class ConnectProblem(Exception):
+    """A connect failure whose message is already phrased for the user."""
+
+    def __init__(self, message: str, *, login_needed: bool = False, says_all: bool = False) -> None:
+        super().__init__(message)
+        self.login_needed = login_needed  # only a person can fix it: no log tail, own error
+        self.says_all = says_all or login_needed  # the message is the whole story: no log tail
+
+
+class ServerStopped(Exception):
+    """The connection died while a request was in flight; the next call reconnects."""
+
+    def __init__(self, server: str, reason: str, *, down: bool) -> None:
+        super().__init__(reason)
+        self.server = server
+        self.reason = reason
+        self.down = down
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for the deepest meaningful cause, unwrapping ExceptionGroups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, ConnectProblem):
+        return str(exc)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        return f"command not found: {exc.filename}"
+    if name == "MCPError" and "Connection closed" in text:
+        return "the server closed the connection (it exited or crashed at start; see its log)"
+    if name == "ConnectError":
+        return f"connection refused ({text})" if text else "connection refused"
+    return f"{name}: {text}" if text else name
+
+
+def connect_problem(exc: BaseException | None) -> ConnectProblem | None:
+    """The ConnectProblem behind a failed connect (inside any ExceptionGroup), if any."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, ConnectProblem) else None
+
+
+def login_needed(exc: BaseException | None) -> bool:
+    """Only a person can fix this connect failure (a login): it gets its own error."""
+    problem = connect_problem(exc)
+    return problem is not None and problem.login_needed
+
+
+def says_all(exc: BaseException | None) -> bool:
+    """The failure's message is the whole story: no server log tail is added."""
+    problem = connect_problem(exc)
+    return problem is not None and problem.says_all
