@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client
@@ -23,7 +24,7 @@ async def main(prompt: str, command: list[str]) -> None:
     params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     async with Client(stdio_client(params), mode="legacy") as client:
         listed = await client.list_tools()
-        tools = [
+        tools: list[Any] = [
             {
                 "type": "function",
                 "function": {
@@ -34,7 +35,8 @@ async def main(prompt: str, command: list[str]) -> None:
             }
             for t in listed.tools
         ]
-        messages: list[dict] = [{"role": "user", "content": prompt}]
+        # plain dicts, as a hand-written loop sends them (the client's TypedDicts are not needed)
+        messages: list[Any] = [{"role": "user", "content": prompt}]
         while True:
             reply = await model.chat.completions.create(
                 model=os.environ.get("OPENAI_MODEL", "floor"), messages=messages, tools=tools
@@ -45,6 +47,7 @@ async def main(prompt: str, command: list[str]) -> None:
                 break
             messages.append(message.model_dump(exclude_none=True))
             for call in message.tool_calls:
+                assert call.type == "function"  # the scripted model sends no custom tools
                 result = await client.call_tool(
                     call.function.name, json.loads(call.function.arguments or "{}")
                 )

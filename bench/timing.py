@@ -11,14 +11,17 @@ import os
 import statistics
 import subprocess
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from tests.support.fake_llm import ScriptedLLM
+
+T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 POLL_INTERVAL = 0.01  # seconds between /proc samples of a child's peak memory
@@ -52,7 +55,7 @@ class TimedLLM(ScriptedLLM):
             self.spans.append(Span(arrived, time.monotonic()))
         return response
 
-    async def _timed(self, body: AsyncIterator[object], arrived: float) -> AsyncIterator[object]:
+    async def _timed(self, body: AsyncIterable[T], arrived: float) -> AsyncIterator[T]:
         async for chunk in body:
             yield chunk
         self.spans.append(Span(arrived, time.monotonic()))

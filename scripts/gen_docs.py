@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HELP_PAGES = (
+HELP_PAGES: tuple[tuple[str, list[str]], ...] = (
     ("run_mcp.py", []),
     ("run_mcp.py trust", ["trust"]),
     ("run_mcp.py mcp", ["mcp"]),

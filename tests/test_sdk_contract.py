@@ -89,7 +89,7 @@ async def test_raw_requests_reach_a_real_server_and_come_back_as_json() -> None:
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.__name__)
-def test_the_oauth_steps_we_override_keep_their_shape(provider: type) -> None:
+def test_the_oauth_steps_we_override_keep_their_shape(provider: type[OAuthClientProvider]) -> None:
     for name, (generator, params) in OVERRIDES.items():
         step = getattr(provider, name)
         is_right_kind = inspect.isasyncgenfunction if generator else inspect.iscoroutinefunction

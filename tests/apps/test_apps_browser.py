@@ -259,6 +259,7 @@ def test_host_refuses_requests_without_its_token_and_listens_on_loopback_only(
             url = httpx2.URL(repl.wait_for(URL)["url"])
             token = url.path.strip("/").split("/")[0]
             port = url.port
+            assert port is not None  # the page URL names its port
             with httpx2.Client() as client:
                 assert client.get(str(url)).status_code == 200
                 wrong = url.copy_with(path=url.path.replace(token, "x" * len(token)))

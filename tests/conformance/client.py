@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
@@ -34,10 +34,10 @@ CONTEXT: dict[str, Any] = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") o
 VERSION = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION")
 # A client ID metadata document the mock authorization servers accept (they never fetch it).
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
-STUB_BY_TYPE: dict[str, Any] = {"string": "x", "integer": 0, "number": 0, "boolean": False}
+STUB_BY_TYPE: dict[str | None, Any] = {"string": "x", "integer": 0, "number": 0, "boolean": False}
 
 
-def mode_for(scenario: str) -> str | None:
+def mode_for(scenario: str) -> Literal["legacy", "auto"] | None:
     """The era the scenario's mock speaks; None lets the connection decide (legacy first)."""
     if scenario == "json-schema-ref-no-deref":
         return "legacy"  # its mock speaks only the handshake era whatever the version says

@@ -21,7 +21,7 @@ from agent.model_types import Reply, Usage
 from agent.react import Agent
 from agent.transcript import load
 from tests.support.cli import run_cli
-from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls
+from tests.support.fake_llm import Script, ScriptedLLM, Turn, text, tool_calls
 from tests.support.fake_model import FakeModel, FakeTools, drain
 from tests.support.servers import time_server_command
 
@@ -48,7 +48,7 @@ def test_slash_compact_summarises_older_turns_and_the_next_request_is_smaller(
         asked["body"] = body
         return text("SUMMARY-7: the user asked Tokyo's time; it was evening (+09:00).")
 
-    script = [
+    script: list[Script] = [
         tool_calls(("time__get_current_time", {"timezone": "Asia/Tokyo"})),
         text(LONG),
         text(LONG),
@@ -93,7 +93,7 @@ def history(turns: int, size: int = 2000) -> Memory:
     memory = Memory()
     for number in range(turns):
         memory.add_user(f"question {number}")
-        call = {"id": f"c{number}", "type": "function"}
+        call: dict[str, Any] = {"id": f"c{number}", "type": "function"}
         call["function"] = {"name": "echo", "arguments": "{}"}
         memory.add_assistant("", [call])
         memory.add_tool_result(f"c{number}", f"result {number} " + "x" * size)

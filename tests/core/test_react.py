@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -167,10 +168,10 @@ async def test_unapproved_write_tool_is_refused_as_observation() -> None:
 
 
 async def test_always_approval_lasts_for_that_tool_only() -> None:
-    answers = iter(["always", "no"])
+    answers: Iterator[Decision] = iter(["always", "no"])
 
     async def ask(request: ApprovalRequest) -> Decision:
-        return next(answers)  # type: ignore[return-value]
+        return next(answers)
 
     policy = ApprovalPolicy(mode="ask", ask=ask)
     tools = FakeTools({"w1": echo, "w2": echo})

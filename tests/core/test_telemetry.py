@@ -68,7 +68,7 @@ def _attributes(items: Any) -> dict[str, Any]:
     return found
 
 
-def _span(span: Any, service: str) -> dict[str, Any]:
+def _span(span: Any, service: str | None) -> dict[str, Any]:
     return {
         "name": span.name,
         "trace_id": span.trace_id.hex(),

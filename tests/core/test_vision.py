@@ -22,7 +22,7 @@ from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import everything_stdio_command
 
 pytestmark = pytest.mark.anyio
-TINY = ("main__get-tiny-image", {})
+TINY: tuple[str, dict[str, Any]] = ("main__get-tiny-image", {})
 
 
 @pytest.fixture

@@ -119,7 +119,8 @@ async def test_a_forced_tool_call_is_run_and_its_result_accepted(
     assert call.server == "time" and isinstance(call.arguments.get("timezone"), str)
     assert 'server="time"' in call.output and "not valid JSON" not in call.output
     done = events[-1]
-    assert isinstance(done, RunFinished) and done.status != "error", done.error
+    assert isinstance(done, RunFinished)
+    assert done.status != "error", done.error
     second = model.sent[1]  # the call and its result went back, and the server took them
     [assistant] = [m for m in second if m["role"] == "assistant"]
     assert assistant["content"] == "" and assistant["tool_calls"][0]["id"]
@@ -151,7 +152,7 @@ async def test_a_long_history_in_a_2048_context_is_trimmed_and_answered(
         async def call(self, *args: Any, **kwargs: Any) -> Any:
             raise AssertionError("no tools here")
 
-    agent = Agent(client, NoTools(), memory, max_steps=1)  # type: ignore[arg-type]
+    agent = Agent(client, NoTools(), memory, max_steps=1)
     try:
         first = await run_agent(agent, "Say hello.")
         second = await run_agent(agent, "Say goodbye.")

@@ -19,9 +19,9 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import anyio
 from starlette.applications import Starlette
@@ -165,7 +165,7 @@ class ScriptedLLM:
     def messages(self, index: int = -1) -> list[dict[str, Any]]:
         return self.requests[index]["messages"]
 
-    def __enter__(self) -> ScriptedLLM:
+    def __enter__(self) -> Self:
         app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._handle, methods=["POST"]),
@@ -289,7 +289,7 @@ async def _stream_events(
 
 async def _all_events(
     turn: Turn, completion_id: str, model: str, include_usage: bool
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         data = {
             "id": completion_id,

@@ -7,7 +7,7 @@ a request nobody scripted. The OpenAI adapter itself is tested over HTTP elsewhe
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +72,7 @@ ToolFn = Callable[[dict[str, Any]], Awaitable[str]]
 class FakeTools:
     """Tools implemented by coroutines, named like the registry names them."""
 
-    functions: dict[str, ToolFn]
+    functions: Mapping[str, ToolFn]
     read_only: frozenset[str] = frozenset()
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 

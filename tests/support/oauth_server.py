@@ -30,6 +30,7 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    OAuthAuthorizationServerProvider,
     RefreshToken,
     TokenError,
 )
@@ -46,7 +47,9 @@ HOLD_LIMIT = 5.0  # seconds a held refresh waits for the others (they may be loc
 
 
 @dataclass
-class MemoryAuthority:
+class MemoryAuthority(
+    OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken, AccessToken]
+):
     """An authorization server provider that says yes to everyone, and remembers."""
 
     clients: dict[str, OAuthClientInformationFull] = field(default_factory=dict)

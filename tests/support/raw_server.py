@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 MODE = sys.argv[1]
 BIG = 200_000
@@ -38,7 +39,7 @@ def send(message: dict, raw: bytes | None = None) -> None:
     sys.stdout.buffer.flush()
 
 
-PARTIAL_TOOLS = {
+PARTIAL_TOOLS: dict[str | None, dict[str, Any]] = {
     None: {
         "tools": [
             {"name": "first", "inputSchema": {"type": "object"}},
@@ -48,7 +49,7 @@ PARTIAL_TOOLS = {
     },
     "page2": {"tools": [{"name": "second", "inputSchema": {"type": "object"}}]},
 }
-PARTIAL_RESOURCES = {
+PARTIAL_RESOURCES: dict[str | None, dict[str, Any]] = {
     None: {"resources": [{"uri": "memo://one", "name": "one"}], "nextCursor": "r2"},
     "r2": {"resources": [{"uri": "memo://two", "name": "two", "mimeType": "text/plain"}]},
 }
@@ -174,7 +175,7 @@ for line in sys.stdin:
             send({"jsonrpc": "2.0", "id": request_id, "result": answer})
             continue
     if method == "initialize":
-        declared = {"tools": {}, "resources": {}} if MODE == "partial" else {}
+        declared: dict[str, Any] = {"tools": {}, "resources": {}} if MODE == "partial" else {}
         info = {
             "protocolVersion": message["params"]["protocolVersion"],
             "capabilities": declared or {"tools": {}, "prompts": {}},

@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.support.big_result_server import big_text
 from tests.support.cli import run_cli
-from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls
+from tests.support.fake_llm import Script, ScriptedLLM, Turn, text, tool_calls
 from tests.support.servers import SUPPORT
 
 MAX_OBSERVE = 20_000
@@ -42,7 +42,11 @@ def test_a_2mb_result_stays_out_of_the_window_and_its_middle_reads_back_exactly(
             ("read_result", page), ("read_result", {"id": "r1", "pattern": "^0012345:"})
         )
 
-    script = [tool_calls(("big__lines", {"count": LINES})), page_the_middle, text("Read it.")]
+    script: list[Script] = [
+        tool_calls(("big__lines", {"count": LINES})),
+        page_the_middle,
+        text("Read it."),
+    ]
     with ScriptedLLM(*script) as llm:
         args = [*big_args(tmp_path), "-p", "dump it", "--output", "json", "--yes"]
         proc = run_cli(args, tmp_path, base_url=llm.base_url)

@@ -26,7 +26,7 @@ RAW_SERVER = str(SUPPORT / "raw_server.py")
 def raw(mode: str, runs: Path, **kw: object) -> ServerConfig:
     return stdio(
         "raw", (sys.executable, [RAW_SERVER, mode]), env={"RAW_SERVER_RUNS": str(runs)}, **kw
-    )  # type: ignore[arg-type]
+    )
 
 
 def runs_of(path: Path) -> list[str]:

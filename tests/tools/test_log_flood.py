@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -27,7 +28,12 @@ async def test_a_flood_is_logged_whole_and_shown_in_batches(tmp_path: Path) -> N
     prints: list[object] = []
     console = Console(file=out, width=200)
     original = console.print
-    console.print = lambda *a, **k: (prints.append(a), original(*a, **k))  # type: ignore[method-assign]
+
+    def recording(*a: Any, **k: Any) -> None:
+        prints.append(a)
+        original(*a, **k)
+
+    console.print = recording  # type: ignore[method-assign]
     logs = LogLines(console, interval=3600)  # one burst: the first line, then the rest
     async with ToolRegistry(settings) as registry:
         assert await registry.connect_all() == []

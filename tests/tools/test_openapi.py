@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from agent.config import ServerConfig, Settings
+from agent.errors import ToolServerError
 from agent.tools.registry import ToolRegistry
+from agent.tools.results import Observation
 from tests.support.servers import mcpo_time_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -20,7 +23,9 @@ def mcpo_url(tmp_path_factory: pytest.TempPathFactory):
         yield url
 
 
-async def call_time(url: str, tmp_path: Path, **auth: object) -> tuple[list, dict, object]:
+async def call_time(
+    url: str, tmp_path: Path, **auth: object
+) -> tuple[list[ToolServerError], dict[str, Any], Observation]:
     config = ServerConfig(name="timeapi", type="openapi", url=url, **auth)  # type: ignore[arg-type]
     settings = Settings(servers=(config,), state_dir=tmp_path)
     with anyio.fail_after(30):

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from agent.tools.mcp_stdio import WholeLines as _WholeLines
 from agent.tools.registry import ToolRegistry
@@ -90,22 +89,9 @@ async def test_stdout_is_handed_over_in_whole_lines() -> None:
     async with send:
         for chunk in chunks:
             await send.send(chunk)
-    stream = _WholeLines(_ByteStream(receive))
+    stream = _WholeLines(receive)
     pieces = [piece async for piece in stream]
     assert pieces == ['{"a": 1}\n', '{"b": 2}\n{"c": 3}\n', '{"d": 4}\n', "tail"]
-
-
-class _ByteStream:
-    """A memory stream of bytes as the byte receive stream TextReceiveStream expects."""
-
-    def __init__(self, inner: MemoryObjectReceiveStream[bytes]) -> None:
-        self.inner = inner
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        return await self.inner.receive()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def test_after_the_answer_the_process_ends_with_its_servers_and_their_children(

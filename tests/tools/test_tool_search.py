@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from agent.events import RunFinished
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
@@ -127,7 +128,8 @@ async def test_found_tool_is_offered_from_the_next_request_on() -> None:
     found = model.requests[1][-1]["content"]
     assert "weather_now" in found and "Current weather for a city." in found
     assert tools.calls == [("weather_now", {"city": "Oslo"})]
-    assert events[-1].answer == "sunny"  # type: ignore[attr-defined]
+    done = events[-1]
+    assert isinstance(done, RunFinished) and done.answer == "sunny"
     model.assert_complete()
 
 

@@ -4,6 +4,7 @@ answers whose single newlines stay line breaks."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -71,7 +72,7 @@ def test_a_table_too_wide_stacks_each_row_under_its_whole_key() -> None:
     assert all(line.startswith("  ") for line in lines if "Demonstrates" in line)
 
 
-def spec(server: str, name: str, **hints: bool) -> ToolSpec:
+def spec(server: str, name: str, **hints: Any) -> ToolSpec:
     return ToolSpec(server=server, name=name, description="d", input_schema={}, **hints)
 
 
