@@ -189,6 +189,44 @@ def test_only_the_registry_knows_the_mcp_connection_class() -> None:
             assert "agent.tools.mcp" not in deps, f"{name} imports agent.tools.mcp"
 
 
+# What a server is told by its owner or keeps about itself: given to its constructor
+# (agent.tools.base.ServerHooks, max_tools) or changed by its own methods, never assigned
+# from outside (the registry used to set the first five onto each server it built).
+SERVER_OWN = frozenset(
+    {"hooks", "max_tools", "on_reconnected", "on_slow_start", "on_log"}
+    | {"listing_cut", "list_warnings", "waiting_on_person", "token_store"}
+)
+
+
+def outside_writes(tree: ast.AST, names: frozenset[str]) -> list[str]:
+    """`x.name = ...` (also `+=`) for one of `names` on anything but `self`."""
+    return [
+        f"{node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and node.attr in names
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
+
+
+def test_nothing_outside_a_server_assigns_its_hooks_or_limits() -> None:
+    writes = {
+        _module_name(path): found
+        for path in ROOT.rglob("*.py")
+        if (found := outside_writes(ast.parse(path.read_text(encoding="utf-8")), SERVER_OWN))
+    }
+    assert writes == {}
+
+
+def test_the_outside_write_finder_finds_one() -> None:
+    code = "server.on_log = f\nself.max_tools = 3\nregistry.servers['a'].hooks = h\n"
+    assert outside_writes(ast.parse(code), SERVER_OWN) == [
+        "1: server.on_log",
+        "3: registry.servers['a'].hooks",
+    ]
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
