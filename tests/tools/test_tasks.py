@@ -138,7 +138,10 @@ def test_simulate_research_query_runs_as_a_2025_11_25_task(
     query = ("main__simulate-research-query", {"topic": "tides"})
     result, stderr, llm = _run_json(tmp_path, everything_args, query)
     assert _tool_texts(llm)[0].count("# Research Report: tides") == 1
-    assert "Gathering sources" in stderr and "Analyzing content" in stderr
+    # Its stages last 1 s each and it suggests 1 s polls, so a poll on a busy machine can land
+    # past a stage: the first (in the task's first snapshot) and one later one are certain.
+    later = ("Analyzing content", "Synthesizing findings", "Generating report")
+    assert "Gathering sources" in stderr and any(stage in stderr for stage in later)
     (call,) = result["tool_calls"]
     assert call["task"]["status"] == "completed" and not call["is_error"]
 
