@@ -299,16 +299,22 @@ def mcpo_bin() -> Path:
     with open(REPO_ROOT / ".cache" / "mcpo.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not mcpo.is_file():
-            proc = subprocess.run(
-                ["bash", str(MCPO_INSTALL_SCRIPT)],
-                capture_output=True,
-                text=True,
-                timeout=600,
-                stdin=subprocess.DEVNULL,
-            )
-            if proc.returncode != 0:
-                raise ServerStartError(f"installing mcpo failed:\n{proc.stderr[-3000:]}")
+            _run_install_script(MCPO_INSTALL_SCRIPT, "mcpo")
     return mcpo
+
+
+def _run_install_script(script: Path, what: str) -> None:
+    """Run one of scripts/install_*.sh; a failure is a ServerStartError with its stderr's tail,
+    so a test that needs the server says which install broke instead of a missing binary."""
+    proc = subprocess.run(
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        raise ServerStartError(f"installing {what} failed:\n{proc.stderr[-3000:]}")
 
 
 @contextlib.contextmanager
@@ -460,13 +466,5 @@ def sqlite_server_bin() -> Path:
     """mcp-server-sqlite (1.x SDK) in its own venv, installed once by its script."""
     binary = REPO_ROOT / ".cache" / "sqlite-venv" / "bin" / "mcp-server-sqlite"
     if not (binary.parent.parent / ".installed").is_file():
-        proc = subprocess.run(
-            ["bash", str(REPO_ROOT / "scripts" / "install_py_servers.sh")],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-        )
-        if proc.returncode != 0:
-            raise ServerStartError(f"installing mcp-server-sqlite failed:\n{proc.stderr[-3000:]}")
+        _run_install_script(REPO_ROOT / "scripts" / "install_py_servers.sh", "mcp-server-sqlite")
     return binary
