@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import json
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import mcp_json, run_cli
+from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
-from tests.support.oauth_server import serve_protected
-from tests.support.servers import SUPPORT
+from tests.support.oauth_server import FOLLOW_BROWSER, run_login, serve_protected, vault_config
 
 pytestmark = pytest.mark.slow
-BROWSER = f"{sys.executable} {SUPPORT / 'follow_browser.py'} %s"
 HOW = "needs a login: run `run_mcp.py --login vault` at a terminal"
-
-
-def write_config(tmp_path: Path, url: str) -> Path:
-    return mcp_json(tmp_path, {"vault": {"type": "http", "url": url}})
 
 
 def ask_secret(tmp_path: Path, config: Path, *, calls: bool = True) -> tuple[int, str, str]:
@@ -40,8 +33,7 @@ def ask_secret(tmp_path: Path, config: Path, *, calls: bool = True) -> tuple[int
 
 def test_login_once_then_headless_runs_refresh_and_ask_again_when_revoked(tmp_path: Path) -> None:
     with serve_protected() as (url, authority):
-        config = write_config(tmp_path, url)
-        env = {"BROWSER": BROWSER}
+        config = vault_config(tmp_path, url)
 
         # Headless with no tokens: one line naming the server, no browser, no wait; with
         # no server left the run fails before the model is asked (exit 1).
@@ -49,12 +41,7 @@ def test_login_once_then_headless_runs_refresh_and_ask_again_when_revoked(tmp_pa
         # Said once: the run's error line (no warning line repeating it).
         assert stderr.count(HOW) == 1 and code == 1 and authority.authorizations == 0
 
-        login = run_cli(
-            ["--mcp-config", str(config), "--login", "vault"],
-            tmp_path,
-            base_url=None,
-            extra_env=env,
-        )
+        login = run_login(config, tmp_path, FOLLOW_BROWSER)
         assert login.returncode == 0, login.stderr
         assert "logged in to 'vault' (logged in, expires at" in login.stderr
         assert login.stderr.rstrip().endswith("; 1 tool")
@@ -90,13 +77,8 @@ def test_login_once_then_headless_runs_refresh_and_ask_again_when_revoked(tmp_pa
 
 def test_logout_removes_the_stored_tokens(tmp_path: Path) -> None:
     with serve_protected() as (url, _authority):
-        config = write_config(tmp_path, url)
-        login = run_cli(
-            ["--mcp-config", str(config), "--login", "vault"],
-            tmp_path,
-            base_url=None,
-            extra_env={"BROWSER": BROWSER},
-        )
+        config = vault_config(tmp_path, url)
+        login = run_login(config, tmp_path, FOLLOW_BROWSER)
         assert login.returncode == 0, login.stderr
         store = tmp_path / "state" / "oauth"
         assert list(store.glob("*.json"))

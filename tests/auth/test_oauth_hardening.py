@@ -17,18 +17,12 @@ from agent.auth.login import LoginHost
 from agent.config import OAuthConfig, ServerConfig
 from agent.errors import ToolServerError
 from agent.tools.mcp import MCPServerConnection
-from tests.support.cli import mcp_json, run_cli
+from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
-from tests.support.oauth_server import serve_protected
-from tests.support.servers import SUPPORT
+from tests.support.oauth_server import FOLLOW_BROWSER, run_login, serve_protected, vault_config
 
 pytestmark = pytest.mark.slow
-FOLLOW = f"{sys.executable} {SUPPORT / 'follow_browser.py'} %s"
 ELSEWHERE = "http://login.example.com"
-
-
-def write_config(tmp_path: Path, url: str, **extra: object) -> Path:
-    return mcp_json(tmp_path, {"vault": {"type": "http", "url": url, **extra}})
 
 
 def recording_browser(tmp_path: Path) -> tuple[str, Path]:
@@ -53,12 +47,7 @@ def test_login_refuses_a_plain_http_endpoint_elsewhere_before_any_browser_opens(
     browser, opened = recording_browser(tmp_path)
     with serve_protected() as (url, authority):
         authority.metadata_patch = {field: f"{ELSEWHERE}/{field}"}
-        login = run_cli(
-            ["--mcp-config", str(write_config(tmp_path, url)), "--login", "vault"],
-            tmp_path,
-            base_url=None,
-            extra_env={"BROWSER": browser},
-        )
+        login = run_login(vault_config(tmp_path, url), tmp_path, browser)
     assert login.returncode == 1
     assert error_lines(login.stderr) == [
         "error: server 'vault': connect failed: login refused at metadata discovery: the "
@@ -114,13 +103,7 @@ def test_a_metadata_reply_at_one_byte_a_second_ends_login_at_the_connect_timeout
     with serve_protected() as (url, authority):
         authority.trickle_metadata = True
         started = time.monotonic()
-        login = run_cli(
-            ["--mcp-config", str(write_config(tmp_path, url, timeout=2)), "--login", "vault"],
-            tmp_path,
-            base_url=None,
-            extra_env={"BROWSER": browser},
-            timeout=60,
-        )
+        login = run_login(vault_config(tmp_path, url, timeout=2), tmp_path, browser, timeout=60)
         took = time.monotonic() - started
     assert login.returncode == 1, login.stderr
     assert error_lines(login.stderr) == [
@@ -134,12 +117,7 @@ def test_a_metadata_reply_at_one_byte_a_second_ends_login_at_the_connect_timeout
 def test_login_failing_at_the_token_step_is_one_line_and_exit_1(tmp_path: Path) -> None:
     with serve_protected() as (url, authority):
         authority.refuse_codes = True
-        login = run_cli(
-            ["--mcp-config", str(write_config(tmp_path, url)), "--login", "vault"],
-            tmp_path,
-            base_url=None,
-            extra_env={"BROWSER": FOLLOW},
-        )
+        login = run_login(vault_config(tmp_path, url), tmp_path, FOLLOW_BROWSER)
     assert login.returncode == 1
     assert "Traceback" not in login.stderr and "ExceptionGroup" not in login.stderr
     assert error_lines(login.stderr) == [
@@ -154,13 +132,8 @@ def test_two_headless_runs_refreshing_at_once_with_rotating_tokens_both_answer(
 ) -> None:
     """The server takes each refresh token once; both runs start with the same one."""
     with serve_protected() as (url, authority):
-        config = write_config(tmp_path, url)
-        login = run_cli(
-            ["--mcp-config", str(config), "--login", "vault"],
-            tmp_path,
-            base_url=None,
-            extra_env={"BROWSER": FOLLOW},
-        )
+        config = vault_config(tmp_path, url)
+        login = run_login(config, tmp_path, FOLLOW_BROWSER)
         assert login.returncode == 0, login.stderr
         authority.expire_access_tokens()  # both runs' first request gets a 401
         authority.hold_refreshes = 2  # the first refresh waits for the second (if it comes)

@@ -9,6 +9,8 @@ Refresh tokens rotate: each is taken once. The faults a hostile or broken login 
 shows are switches on the authority: metadata naming other endpoints (`metadata_patch`),
 metadata sent one byte a second (`trickle_metadata`), a refused code (`refuse_codes`),
 and refreshes held until several have arrived (`hold_refreshes`), to make runs race.
+The client side the tests share: `vault_config` (the server as `vault` in an mcp.json) and
+`run_login` (`run_mcp.py --login vault` with a given `$BROWSER`, such as `FOLLOW_BROWSER`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import contextlib
 import json
 import secrets
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -40,9 +45,13 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.types import ToolAnnotations
 from pydantic import AnyHttpUrl
 
+from tests.support.cli import mcp_json, run_cli
+from tests.support.servers import SUPPORT
+
 ACCESS_TTL = 3600
 SCOPE = "mcp:tools"
 METADATA_PATH = "/.well-known/oauth-authorization-server"
+FOLLOW_BROWSER = f"{sys.executable} {SUPPORT / 'follow_browser.py'} %s"  # follows the login URL
 HOLD_LIMIT = 5.0  # seconds a held refresh waits for the others (they may be locked out)
 
 
@@ -278,3 +287,16 @@ def serve_protected() -> Iterator[tuple[str, MemoryAuthority]]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def vault_config(tmp_path: Path, url: str, **extra: object) -> Path:
+    """An mcp.json naming the protected server `vault` (extra keys such as timeout added)."""
+    return mcp_json(tmp_path, {"vault": {"type": "http", "url": url, **extra}})
+
+
+def run_login(
+    config: Path, tmp_path: Path, browser: str, **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    """`run_mcp.py --login vault` with `browser` as `$BROWSER`; no model is needed to log in."""
+    args = ["--mcp-config", str(config), "--login", "vault"]
+    return run_cli(args, tmp_path, base_url=None, extra_env={"BROWSER": browser}, **kw)
