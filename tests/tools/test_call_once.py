@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -33,19 +34,28 @@ def runs_of(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+@contextlib.asynccontextmanager
+async def raw_ready_throughout(tmp_path: Path, server: ServerConfig) -> AsyncIterator[ToolRegistry]:
+    """A registry with the raw server connected (all within a minute); on leaving, the server
+    must still be ready and never restarted: a tool's error reply is its answer, not a lost
+    connection."""
+    with anyio.fail_after(60):
+        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
+            assert await registry.connect_all() == []
+            yield registry
+            status = registry.servers["raw"].status
+            assert status.state == "ready" and status.restarts == 0, status
+
+
 async def test_an_error_that_mentions_a_session_is_the_tools_answer_not_a_lost_session(
     tmp_path: Path,
 ) -> None:
     """`charge card $100` must not run twice because its error says "session … not found"."""
     runs = tmp_path / "runs"
-    with anyio.fail_after(60):
-        async with ToolRegistry(settings_for(tmp_path, raw("sessionerror", runs))) as registry:
-            assert await registry.connect_all() == []
-            obs = await registry.call("raw__echo", {"card": "4242", "amount": 100})
-            assert obs.is_error and "checkout session 42 not found" in obs.text, obs.text
-            assert len(runs_of(runs)) == 1
-            status = registry.servers["raw"].status
-            assert status.state == "ready" and status.restarts == 0, status
+    async with raw_ready_throughout(tmp_path, raw("sessionerror", runs)) as registry:
+        obs = await registry.call("raw__echo", {"card": "4242", "amount": 100})
+        assert obs.is_error and "checkout session 42 not found" in obs.text, obs.text
+        assert len(runs_of(runs)) == 1
 
 
 async def test_error_code_32000_from_a_tool_neither_restarts_nor_downs_its_server(
@@ -54,17 +64,13 @@ async def test_error_code_32000_from_a_tool_neither_restarts_nor_downs_its_serve
     """-32000 is the SDK's code for a closed connection, but a server may send it too."""
     runs = tmp_path / "runs"
     calls = MAX_RESTARTS + 3  # more than it takes to mark a dying server down
-    with anyio.fail_after(60):
-        async with ToolRegistry(settings_for(tmp_path, raw("closederror", runs))) as registry:
-            assert await registry.connect_all() == []
-            for _ in range(calls):
-                obs = await registry.call("raw__echo", {})
-                assert obs.is_error and "Connection closed" in obs.text, obs.text
-                assert "stopped" not in obs.text, obs.text
-            pids = runs_of(runs)
-            assert len(pids) == calls and len(set(pids)) == 1  # one process ran them all
-            status = registry.servers["raw"].status
-            assert status.state == "ready" and status.restarts == 0, status
+    async with raw_ready_throughout(tmp_path, raw("closederror", runs)) as registry:
+        for _ in range(calls):
+            obs = await registry.call("raw__echo", {})
+            assert obs.is_error and "Connection closed" in obs.text, obs.text
+            assert "stopped" not in obs.text, obs.text
+        pids = runs_of(runs)
+        assert len(pids) == calls and len(set(pids)) == 1  # one process ran them all
 
 
 @pytest.mark.parametrize(
@@ -77,16 +83,12 @@ async def test_a_reply_the_sdk_cannot_parse_fails_its_call_at_once(
     """Not after tool_timeout: fail_after is far below it."""
     runs = tmp_path / "runs"
     server = raw(mode, runs, tool_timeout=600)
-    with anyio.fail_after(60):
-        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
-            assert await registry.connect_all() == []
-            for _ in range(2):  # and the connection stays usable
-                obs = await registry.call("raw__echo", {})
-                assert obs.is_error and "could not be parsed" in obs.text, obs.text
-                assert reason in obs.text, obs.text
-            assert len(runs_of(runs)) == 2
-            status = registry.servers["raw"].status
-            assert status.state == "ready" and status.restarts == 0, status
+    async with raw_ready_throughout(tmp_path, server) as registry:
+        for _ in range(2):  # and the connection stays usable
+            obs = await registry.call("raw__echo", {})
+            assert obs.is_error and "could not be parsed" in obs.text, obs.text
+            assert reason in obs.text, obs.text
+        assert len(runs_of(runs)) == 2
 
 
 async def test_http_server_restarted_between_calls_runs_the_next_call_once(
