@@ -3,31 +3,39 @@ templates, and a URI the model makes from one is read end to end."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from agent.catalog import READ_RESOURCE, Catalog
-from agent.config import ServerConfig, Settings
+from agent.config import Settings
 from agent.events import ToolCallFinished
 from agent.memory import Memory
 from agent.react import Agent
 from agent.tools.registry import ToolRegistry
 from tests.support.fake_model import FakeModel, answer, calls
-from tests.support.servers import everything_stdio_command
+from tests.support.servers import everything_stdio_command, stdio
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_the_model_fills_a_template_and_reads_it(tmp_path: Path) -> None:
-    command, args = everything_stdio_command()
-    server = ServerConfig(name="main", type="stdio", command=command, args=tuple(args))
+@contextlib.asynccontextmanager
+async def everything_catalog(tmp_path: Path) -> AsyncIterator[tuple[ToolRegistry, Catalog]]:
+    """server-everything as `main`, connected, and a catalog that has listed its resources."""
+    server = stdio("main", everything_stdio_command())
     settings = Settings(servers=(server,), state_dir=tmp_path / "state")
     async with ToolRegistry(settings) as registry:
         assert await registry.connect_all() == []
         catalog = Catalog(registry)
         await catalog.refresh()
+        yield registry, catalog
+
+
+async def test_the_model_fills_a_template_and_reads_it(tmp_path: Path) -> None:
+    async with everything_catalog(tmp_path) as (registry, catalog):
         uri = "demo://resource/dynamic/text/7"
         model = FakeModel([calls((READ_RESOURCE, {"server": "main", "uri": uri})), answer("ok")])
         agent = Agent(model, registry, Memory(), agent_tools=catalog.agent_tools)
@@ -43,13 +51,7 @@ async def test_the_model_fills_a_template_and_reads_it(tmp_path: Path) -> None:
 async def test_an_attached_resource_that_updates_is_read_again_for_the_next_request(
     tmp_path: Path,
 ) -> None:
-    command, args = everything_stdio_command()
-    server = ServerConfig(name="main", type="stdio", command=command, args=tuple(args))
-    settings = Settings(servers=(server,), state_dir=tmp_path / "state")
-    async with ToolRegistry(settings) as registry:
-        assert await registry.connect_all() == []
-        catalog = Catalog(registry)
-        await catalog.refresh()
+    async with everything_catalog(tmp_path) as (registry, catalog):
         uri = "demo://resource/static/document/features.md"
         first, problems = await catalog.expand_refs(f"summarise @main:{uri}")
         assert problems == [] and f"resource {uri}:" in first
