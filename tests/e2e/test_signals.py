@@ -7,11 +7,13 @@ signal is sent while the call is provably running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,20 +38,37 @@ def start_agent(tmp_path: Path, base_url: str, *args: str) -> subprocess.Popen[s
     )
 
 
+@contextlib.contextmanager
+def mid_call(
+    tmp_path: Path, base_url: str, *args: str
+) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
+    """The agent started with `args` (a REPL is asked for "work"), yielded once its bash call
+    has written the pids in ready.fifo, so a signal lands while the call provably runs; an
+    agent still alive when the test leaves is killed."""
+    proc = start_agent(tmp_path, base_url, *args)
+    try:
+        if "-i" in args:
+            assert proc.stdin is not None
+            proc.stdin.write("work\n")
+            proc.stdin.flush()
+        yield proc, [int(pid) for pid in read_fifo(tmp_path / "ready.fifo").split()]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_terminating_signal_during_a_call_stops_servers_and_prints_the_json(
     tmp_path: Path, signum: int, code: int
 ) -> None:
     os.mkfifo(tmp_path / "ready.fifo")
-    with ScriptedLLM(tool_calls(("local__bash", {"command": BUSY}))) as llm:
-        proc = start_agent(tmp_path, llm.base_url, "-p", "work", "--yes", "--output", "json")
-        try:
-            server_pid, sleep_pid = map(int, read_fifo(tmp_path / "ready.fifo").split())
-            proc.send_signal(signum)
-            stdout, stderr = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    args = ("-p", "work", "--yes", "--output", "json")
+    with (
+        ScriptedLLM(tool_calls(("local__bash", {"command": BUSY}))) as llm,
+        mid_call(tmp_path, llm.base_url, *args) as (proc, [server_pid, sleep_pid]),
+    ):
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == code, stderr
     report = json.loads(stdout)
     assert report["status"] == "cancelled" and report["steps"] == 1
@@ -64,18 +83,12 @@ def test_a_terminating_signal_during_a_call_stops_servers_and_prints_the_json(
 def test_a_closed_repl_terminal_leaves_no_server_behind(tmp_path: Path) -> None:
     """SIGHUP (the terminal closed) in the middle of a REPL turn: every server goes."""
     os.mkfifo(tmp_path / "ready.fifo")
-    with ScriptedLLM(tool_calls(("local__bash", {"command": BUSY})), text("unused")) as llm:
-        proc = start_agent(tmp_path, llm.base_url, "-i", "--yes")
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write("work\n")
-            proc.stdin.flush()
-            server_pid, sleep_pid = map(int, read_fifo(tmp_path / "ready.fifo").split())
-            proc.send_signal(signal.SIGHUP)
-            _, stderr = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with (
+        ScriptedLLM(tool_calls(("local__bash", {"command": BUSY})), text("unused")) as llm,
+        mid_call(tmp_path, llm.base_url, "-i", "--yes") as (proc, [server_pid, sleep_pid]),
+    ):
+        proc.send_signal(signal.SIGHUP)
+        _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 129, stderr
     assert not alive(server_pid) and not alive(sleep_pid)
 
@@ -87,18 +100,12 @@ def test_a_hung_server_does_not_outlive_a_closed_repl(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "go.fifo")
     command = "echo $PPID $$ > ready.fifo; read line < go.fifo"
     with ScriptedLLM(tool_calls(("local__bash", {"command": command})), text("unused")) as llm:
-        proc = start_agent(tmp_path, llm.base_url, "-i", "--yes")
         try:
-            assert proc.stdin is not None
-            proc.stdin.write("work\n")
-            proc.stdin.flush()
-            server_pid, _ = map(int, read_fifo(tmp_path / "ready.fifo").split())
-            os.kill(server_pid, signal.SIGSTOP)
-            proc.send_signal(signal.SIGHUP)
-            _, stderr = proc.communicate(timeout=60)
+            with mid_call(tmp_path, llm.base_url, "-i", "--yes") as (proc, [server_pid, _]):
+                os.kill(server_pid, signal.SIGSTOP)
+                proc.send_signal(signal.SIGHUP)
+                _, stderr = proc.communicate(timeout=60)
         finally:
-            if proc.poll() is None:
-                proc.kill()
             with open(tmp_path / "go.fifo", "w") as go:  # let the tool's shell finish
                 go.write("done\n")
     assert proc.returncode == 129, stderr
