@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,6 +43,15 @@ LEAKY_CRASH = (
 def assert_no_secret(text: str, where: str) -> None:
     for secret in SECRETS:
         assert secret not in text, f"{secret!r} leaked into {where}"
+
+
+def run_with_secrets(
+    args: list[str], tmp_path: Path, base_url: str
+) -> subprocess.CompletedProcess[str]:
+    """`run_mcp.py ARGS` with both secrets in its environment: the key and a server's token."""
+    return run_cli(
+        args, tmp_path, base_url=base_url, api_key=API_KEY, extra_env={"MCP_TOKEN": TOKEN}
+    )
 
 
 def settings_with_secrets(tmp_path: Path, *servers: ServerConfig) -> Settings:
@@ -223,13 +233,7 @@ def test_cli_end_to_end_leaks_no_secret(tmp_path: Path, everything_http_url: str
     outputs: list[str] = []
     script = [tool_calls(("ev__echo", {"message": "hello"})), text("echoed")]
     with ScriptedLLM(*script) as llm:
-        first = run_cli(
-            [*args, "-p", "echo hello"],
-            tmp_path,
-            base_url=llm.base_url,
-            api_key=API_KEY,
-            extra_env={"MCP_TOKEN": TOKEN},
-        )
+        first = run_with_secrets([*args, "-p", "echo hello"], tmp_path, llm.base_url)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["answer"] == "echoed"
     assert "leaky" in first.stderr  # the failing server was reported ...
@@ -238,13 +242,7 @@ def test_cli_end_to_end_leaks_no_secret(tmp_path: Path, everything_http_url: str
 
     rejected = error(401, f"Incorrect API key provided: {API_KEY}. Header: Bearer {TOKEN}")
     with ScriptedLLM(rejected) as llm:
-        second = run_cli(
-            [*args, "-p", "hi"],
-            tmp_path,
-            base_url=llm.base_url,
-            api_key=API_KEY,
-            extra_env={"MCP_TOKEN": TOKEN},
-        )
+        second = run_with_secrets([*args, "-p", "hi"], tmp_path, llm.base_url)
     assert second.returncode == 1
     outputs += [second.stdout, second.stderr]
 
@@ -263,12 +261,8 @@ def test_cli_transcript_masks_a_bare_secret_echoed_by_a_tool(
     (tmp_path / "mcp.json").write_text(json.dumps(config))
     script = [tool_calls(("ev__echo", {"message": TOKEN})), text("echoed")]
     with ScriptedLLM(*script) as llm:
-        proc = run_cli(
-            ["--mcp-config", str(tmp_path / "mcp.json"), "-p", "echo"],
-            tmp_path,
-            base_url=llm.base_url,
-            api_key=API_KEY,
-            extra_env={"MCP_TOKEN": TOKEN},
+        proc = run_with_secrets(
+            ["--mcp-config", str(tmp_path / "mcp.json"), "-p", "echo"], tmp_path, llm.base_url
         )
     assert proc.returncode == 0, proc.stderr
     assert_no_secret_in_files(tmp_path)
@@ -307,13 +301,7 @@ LEAKY_ANSWER = f"Found them: {BEARER}, key {API_KEY} and token {TOKEN} in the co
 
 def test_single_shot_answer_on_stdout_is_masked(tmp_path: Path) -> None:
     with ScriptedLLM(text(LEAKY_ANSWER)) as llm:
-        proc = run_cli(
-            ["-p", "find the keys"],
-            tmp_path,
-            base_url=llm.base_url,
-            api_key=API_KEY,
-            extra_env={"MCP_TOKEN": TOKEN},
-        )
+        proc = run_with_secrets(["-p", "find the keys"], tmp_path, llm.base_url)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"Found them: Bearer {MASK}, key {MASK} and token {MASK} in the config.\n"
     assert "abcd1234efgh5678" not in proc.stdout + proc.stderr
