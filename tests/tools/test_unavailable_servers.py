@@ -8,11 +8,12 @@ the model is asked (exit 1, status error); `servers` in the JSON says which one 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from tests.support.cli import mcp_json, run_cli
-from tests.support.fake_llm import ScriptedLLM, text
+from tests.support.fake_llm import Script, ScriptedLLM, text
 from tests.support.servers import free_port, time_server_command
 
 MISSING = "/nonexistent/mcp-server-binary"
@@ -21,6 +22,16 @@ MISSING = "/nonexistent/mcp-server-binary"
 def time_server() -> dict[str, Any]:
     command, args = time_server_command()
     return {"command": command, "args": args}
+
+
+def run_json(tmp_path: Path, config: Path, *script: Script) -> subprocess.CompletedProcess[str]:
+    """`run_mcp.py --mcp-config CONFIG -p hi --output json` against a model scripted so."""
+    with ScriptedLLM(*script) as llm:
+        return run_cli(
+            ["--mcp-config", str(config), "-p", "hi", "--output", "json"],
+            tmp_path,
+            base_url=llm.base_url,
+        )
 
 
 def test_a_missing_server_command_fails_the_run_before_the_model_is_asked(
@@ -56,12 +67,7 @@ def test_an_sse_server_on_a_closed_port_fails_the_run_with_exit_1(tmp_path: Path
 
 def test_every_configured_server_failing_fails_the_run(tmp_path: Path) -> None:
     config = mcp_json(tmp_path, {"a": {"command": MISSING}, "b": {"command": MISSING + "2"}})
-    with ScriptedLLM() as llm:
-        proc = run_cli(
-            ["--mcp-config", str(config), "-p", "hi", "--output", "json"],
-            tmp_path,
-            base_url=llm.base_url,
-        )
+    proc = run_json(tmp_path, config)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert report["status"] == "error" and "no tool server is available" in report["error"]
@@ -73,12 +79,7 @@ def test_every_configured_server_failing_fails_the_run(tmp_path: Path) -> None:
 
 def test_an_optional_server_failing_is_reported_but_the_run_goes_on(tmp_path: Path) -> None:
     config = mcp_json(tmp_path, {"broken": {"command": MISSING}, "time": time_server()})
-    with ScriptedLLM(text("fine")) as llm:
-        proc = run_cli(
-            ["--mcp-config", str(config), "-p", "hi", "--output", "json"],
-            tmp_path,
-            base_url=llm.base_url,
-        )
+    proc = run_json(tmp_path, config, text("fine"))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["status"] == "answered" and report["answer"] == "fine"
