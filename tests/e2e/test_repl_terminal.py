@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls
 from tests.support.servers import REPO_ROOT
 from tests.support.terminal import (
     PROMPT,
@@ -29,6 +29,21 @@ from tests.support.terminal import (
 
 __all__ = ["terminals", "workspace"]  # the shared fixtures
 pytestmark = needs_tmux
+
+
+def streamed_screen(
+    terminals: list[Terminal], workspace: Path, name: str, answer: Turn, typed: str, last: str
+) -> str:
+    """Screen and scroll-back once the streamed answer's `last` line stands above a new
+    prompt (the REPL then exits cleanly): what the tests count copies in."""
+    with ScriptedLLM(answer) as llm:
+        term = start(terminals, llm, workspace, name)
+        term.type(typed)
+        term.wait_for(last + r"[ ]*" + PROMPT, timeout=30)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    return screen
 
 
 @pytest.mark.parametrize("term_type", ["xterm-256color", "dumb"])
@@ -147,13 +162,11 @@ def test_an_answer_taller_than_the_screen_streams_without_repeating(
     """A live region taller than the terminal cannot be redrawn: each refresh would leave
     another copy in the scroll-back. The tail streams; the whole answer is printed once."""
     answer = "\n\n".join(f"Paragraph {i}: the quick brown fox." for i in range(1, 81))
-    with ScriptedLLM(text(answer, chunk=8, pace=0.003)) as llm:
-        term = start(terminals, llm, workspace, "tall-answer")
-        term.type("tell me a long story")
-        term.wait_for(r"Paragraph 80: the quick brown fox\.[ ]*" + PROMPT, timeout=30)
-        screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+    turn = text(answer, chunk=8, pace=0.003)
+    last = r"Paragraph 80: the quick brown fox\."
+    screen = streamed_screen(
+        terminals, workspace, "tall-answer", turn, "tell me a long story", last
+    )
     for i in (1, 7, 40, 80):
         assert screen.count(f"Paragraph {i}:") == 1, screen
 
@@ -188,13 +201,9 @@ def test_an_answer_full_of_control_characters_streams_once(
     must count the lines of what is shown, or every redraw leaves a copy behind."""
     noise = "\x07\x1b" * 20
     answer = "\n\n".join(f"Line {i} {noise} end of line {i}." for i in range(1, 16))
-    with ScriptedLLM(text(answer, chunk=16, pace=0.01)) as llm:
-        term = start(terminals, llm, workspace, "control-answer")
-        term.type("make some noise")
-        term.wait_for(r"end of line 15\.[ ]*" + PROMPT, timeout=30)
-        screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+    turn = text(answer, chunk=16, pace=0.01)
+    last = r"end of line 15\."
+    screen = streamed_screen(terminals, workspace, "control-answer", turn, "make some noise", last)
     assert "\\x07\\x1b\\x07\\x1b" in screen  # shown, not executed (nor dropped)
     for i in (1, 8, 15):
         assert screen.count(f"end of line {i}.") == 1, screen
