@@ -10,6 +10,7 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -91,6 +92,26 @@ async def test_a_reply_the_sdk_cannot_parse_fails_its_call_at_once(
         assert len(runs_of(runs)) == 2
 
 
+@contextlib.asynccontextmanager
+async def connected_then_stopped(
+    tmp_path: Path, port: int, tool: str, arguments: dict[str, Any]
+) -> AsyncIterator[ToolRegistry]:
+    """The bundled server over HTTP on `port` as `net`, connected and `tool` called once, then
+    stopped: the registry is yielded still holding a session of a server that is gone (a
+    test starts the next one on the same port, logging to 2.log)."""
+    with contextlib.ExitStack() as first:
+        url = first.enter_context(
+            http_server_on("bundled-http", port, tmp_path, tmp_path / "1.log")
+        )
+        server = ServerConfig(name="net", type="http", url=url)
+        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
+            with anyio.fail_after(30):
+                assert await registry.connect_all() == []
+                assert not (await registry.call(tool, arguments)).is_error
+            first.close()  # the server stops ...
+            yield registry
+
+
 async def test_http_server_restarted_between_calls_runs_the_next_call_once(
     tmp_path: Path,
 ) -> None:
@@ -99,23 +120,14 @@ async def test_http_server_restarted_between_calls_runs_the_next_call_once(
     port = free_port()
     ran = tmp_path / "ran"
     command = {"command": f"echo run >> {ran}"}
-    with contextlib.ExitStack() as first:
-        url = first.enter_context(
-            http_server_on("bundled-http", port, tmp_path, tmp_path / "1.log")
-        )
-        server = ServerConfig(name="net", type="http", url=url)
-        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
+    async with connected_then_stopped(tmp_path, port, "net__bash", command) as registry:
+        with http_server_on("bundled-http", port, tmp_path, tmp_path / "2.log"):
             with anyio.fail_after(30):
-                assert await registry.connect_all() == []
-                assert not (await registry.call("net__bash", command)).is_error
-            first.close()  # the server stops ...
-            with http_server_on("bundled-http", port, tmp_path, tmp_path / "2.log"):
-                with anyio.fail_after(30):
-                    obs = await registry.call("net__bash", command)
-                assert not obs.is_error, obs.text
-                assert ran.read_text().split() == ["run", "run"]
-                status = registry.servers["net"].status
-                assert status.state == "ready" and status.restarts == 1, status
+                obs = await registry.call("net__bash", command)
+            assert not obs.is_error, obs.text
+            assert ran.read_text().split() == ["run", "run"]
+            status = registry.servers["net"].status
+            assert status.state == "ready" and status.restarts == 1, status
 
 
 async def test_http_server_that_is_gone_at_a_call_is_reconnected_once_it_is_back(
@@ -124,22 +136,13 @@ async def test_http_server_that_is_gone_at_a_call_is_reconnected_once_it_is_back
     """A POST that cannot connect takes the SDK's whole transport down: that is the
     transport's word that the connection is gone (no error code is)."""
     port = free_port()
-    with contextlib.ExitStack() as first:
-        url = first.enter_context(
-            http_server_on("bundled-http", port, tmp_path, tmp_path / "1.log")
-        )
-        server = ServerConfig(name="net", type="http", url=url)
-        async with ToolRegistry(settings_for(tmp_path, server)) as registry:
-            with anyio.fail_after(30):
-                assert await registry.connect_all() == []
-                assert not (await registry.call("net__list_dir", {})).is_error
-            first.close()  # the server stops, and is still gone at the next call
+    async with connected_then_stopped(tmp_path, port, "net__list_dir", {}) as registry:
+        with anyio.fail_after(30):  # the server is still gone at this call
+            obs = await registry.call("net__list_dir", {})
+        assert obs.is_error and "stopped while running" in obs.text, obs.text
+        with http_server_on("bundled-http", port, tmp_path, tmp_path / "2.log"):
             with anyio.fail_after(30):
                 obs = await registry.call("net__list_dir", {})
-            assert obs.is_error and "stopped while running" in obs.text, obs.text
-            with http_server_on("bundled-http", port, tmp_path, tmp_path / "2.log"):
-                with anyio.fail_after(30):
-                    obs = await registry.call("net__list_dir", {})
-                assert not obs.is_error, obs.text
-                status = registry.servers["net"].status
-                assert status.state == "ready" and status.restarts == 1, status
+            assert not obs.is_error, obs.text
+            status = registry.servers["net"].status
+            assert status.state == "ready" and status.restarts == 1, status
