@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from agent.config import ModelPrice
 from agent.model_types import Usage
@@ -19,17 +20,20 @@ def spent(prompt: int, completion: int, cached: int = 0) -> Turn:
     return turn
 
 
+def json_usage(tmp_path: Path, args: list[str], *script: Turn) -> dict[str, Any]:
+    """`usage` from the JSON of a `-p` run (ARGS + `--output json`) against a model scripted so."""
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli([*args, "--output", "json"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    usage: dict[str, Any] = json.loads(proc.stdout)["usage"]
+    return usage
+
+
 def test_json_output_shows_tokens_and_cost_per_turn_and_session(tmp_path: Path) -> None:
     first = tool_calls(("local__get_current_time", {}))
     first.usage, first.cached = (1000, 500), 400
-    with ScriptedLLM(first, spent(2000, 100, 2000)) as llm:
-        proc = run_cli(
-            ["-p", "time?", "--model", "gpt-4o-2024-08-06", "--output", "json"],
-            tmp_path,
-            base_url=llm.base_url,
-        )
-    assert proc.returncode == 0, proc.stderr
-    usage = json.loads(proc.stdout)["usage"]
+    args = ["-p", "time?", "--model", "gpt-4o-2024-08-06"]
+    usage = json_usage(tmp_path, args, first, spent(2000, 100, 2000))
     # gpt-4o: $2.50 in, $1.25 cached, $10 out per million tokens.
     dollars = (600 * 2.5 + 400 * 1.25 + 500 * 10 + 2000 * 1.25 + 100 * 10) / 1e6
     assert usage["prompt_tokens"] == 3000 and usage["completion_tokens"] == 600
@@ -39,14 +43,7 @@ def test_json_output_shows_tokens_and_cost_per_turn_and_session(tmp_path: Path) 
 
 
 def test_a_model_without_a_price_costs_unknown_never_zero(tmp_path: Path) -> None:
-    with ScriptedLLM(spent(100, 10)) as llm:
-        proc = run_cli(
-            ["-p", "hi", "--model", "my-finetune", "--output", "json"],
-            tmp_path,
-            base_url=llm.base_url,
-        )
-    assert proc.returncode == 0, proc.stderr
-    usage = json.loads(proc.stdout)["usage"]
+    usage = json_usage(tmp_path, ["-p", "hi", "--model", "my-finetune"], spent(100, 10))
     assert usage["prompt_tokens"] == 100 and usage["cost_usd"] == "unknown"
     assert usage["session"]["cost_usd"] == "unknown"
 
@@ -58,14 +55,8 @@ def test_config_prices_add_a_model_and_override_a_default(tmp_path: Path) -> Non
         '[llm.prices."gpt-4o-mini"]\ninput = 100\noutput = 100\n'
     )
     for model, expected in (("my-finetune", 0.0012), ("gpt-4o-mini", 0.11)):
-        with ScriptedLLM(spent(1000, 100)) as llm:
-            proc = run_cli(
-                ["-p", "hi", "--model", model, "--config", str(config), "--output", "json"],
-                tmp_path,
-                base_url=llm.base_url,
-            )
-        assert proc.returncode == 0, proc.stderr
-        assert json.loads(proc.stdout)["usage"]["cost_usd"] == expected, model
+        args = ["-p", "hi", "--model", model, "--config", str(config)]
+        assert json_usage(tmp_path, args, spent(1000, 100))["cost_usd"] == expected, model
 
 
 def test_slash_usage_shows_the_cost_of_the_last_turn_and_the_session(tmp_path: Path) -> None:
