@@ -31,6 +31,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from tests.support.asgi_thread import serve_handler
 from tests.support.cli import RUN_MCP, cli_env, mcp_json
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT, npm_server_js
@@ -355,14 +356,8 @@ def live_origin() -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_handler(Ok) as origin:
+        yield origin
 
 
 def listening_addresses(port: int) -> set[str]:

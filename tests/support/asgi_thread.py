@@ -2,12 +2,14 @@
 
 The scripted model, the recording OpenAPI server and small fault servers all need the same
 thing: a real HTTP server the code under test reaches over TCP, started in milliseconds,
-stopped for sure.
+stopped for sure. `serve_handler` is the same for a stdlib request handler (a page to fetch,
+an origin that answers anything), yielding the origin URL.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.server
 import socket
 import threading
 import time
@@ -44,3 +46,17 @@ def serve(app: Any, **config: Any) -> Iterator[int]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+@contextlib.contextmanager
+def serve_handler(handler: Any) -> Iterator[str]:
+    """Yield `http://127.0.0.1:PORT` where a threading stdlib server runs `handler` (a
+    request handler class, or a callable making one); shut down when the `with` ends."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

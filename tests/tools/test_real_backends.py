@@ -18,12 +18,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.asgi_thread import serve_handler
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import free_port, npm_prefix
@@ -125,14 +125,8 @@ def served_page(folder: Path) -> Iterator[str]:
         "<body><h1>Hello from 127.0.0.1</h1></body></html>"
     )
     handler = lambda *a: _QuietHandler(*a, directory=str(folder))  # noqa: E731
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_handler(handler) as origin:
+        yield f"{origin}/index.html"
 
 
 def test_playwright_with_debian_chromium_navigates_and_saves_a_screenshot(tmp_path: Path) -> None:
