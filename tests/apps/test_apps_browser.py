@@ -20,7 +20,6 @@ import queue
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -32,7 +31,7 @@ import httpx2
 import pytest
 
 from tests.support.asgi_thread import serve_handler
-from tests.support.cli import RUN_MCP, cli_env, mcp_json
+from tests.support.cli import RUN_MCP, cli_env, mcp_json, start_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT, npm_server_js
 from tests.support.terminal import Terminal
@@ -55,15 +54,8 @@ class ReplProcess:
         flags = ["--no-browser"] if browser is None else []
         if browser is not None:
             env["BROWSER"] = browser
-        self.proc = subprocess.Popen(
-            [sys.executable, RUN_MCP, "--mcp-config", str(config), "-i", *flags],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        args = ["--mcp-config", str(config), "-i", *flags]
+        self.proc = start_cli(args, workdir, env, stdin_pipe=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         assert self.proc.stderr is not None

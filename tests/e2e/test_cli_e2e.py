@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import RUN_MCP, cli_env, run_cli
+from tests.support.cli import cli_env, run_cli, start_cli
 from tests.support.fake_llm import ScriptedLLM, error, text, tool_calls, tool_messages
 from tests.support.servers import SUPPORT, everything_stdio_command, free_port, time_server_command
 
@@ -315,15 +314,7 @@ def test_ctrl_c_in_a_single_shot_json_run_reports_the_cut_short_call(tmp_path: P
     """SIGINT during a tool call: exit 130, one line on stderr, JSON that says what ran."""
     with ScriptedLLM(tool_calls(("local__bash", {"command": "sleep 30"}))) as llm:
         env = cli_env(tmp_path, llm.base_url, "sk-e2e")
-        proc = subprocess.Popen(
-            [sys.executable, RUN_MCP, "-p", "sleep", "--yes", "--output", "json"],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = start_cli(["-p", "sleep", "--yes", "--output", "json"], tmp_path, env)
         try:
             assert proc.stderr is not None
             for line in proc.stderr:  # the call is running once its trace line is out

@@ -12,13 +12,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import RUN_MCP, cli_env
+from tests.support.cli import cli_env, start_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.processes import alive, read_fifo
 
@@ -27,15 +26,8 @@ BUSY = "echo $PPID $$ > ready.fifo; exec sleep 300"
 
 
 def start_agent(tmp_path: Path, base_url: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, RUN_MCP, *args],
-        cwd=tmp_path,
-        env=cli_env(tmp_path, base_url, "sk-e2e"),
-        stdin=subprocess.PIPE if "-i" in args else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    env = cli_env(tmp_path, base_url, "sk-e2e")
+    return start_cli(list(args), tmp_path, env, stdin_pipe="-i" in args)
 
 
 @contextlib.contextmanager

@@ -40,6 +40,23 @@ def cli_env(workdir: Path, base_url: str | None, api_key: str | None) -> dict[st
     return env
 
 
+def start_cli(
+    args: list[str], workdir: Path, env: dict[str, str], *, stdin_pipe: bool = False
+) -> subprocess.Popen[str]:
+    """`run_mcp.py ARGS` started and not waited for, for a test that signals it, types into
+    it or reads its output as it comes: stdout and stderr piped, stdin piped when asked
+    (else /dev/null, so nothing waits for a terminal). The test stops what it started."""
+    return subprocess.Popen(
+        [sys.executable, RUN_MCP, *args],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def run_cli(
     args: list[str],
     workdir: Path,

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from agent.tools.prestart import STOP_GRACE, Prestarted, stop_all
-from tests.support.cli import RUN_MCP, cli_env
+from tests.support.cli import cli_env, start_cli
 from tests.support.fake_llm import ScriptedLLM
 from tests.support.processes import alive, read_fifo
 
@@ -46,15 +45,8 @@ def agent_on_a_deaf_server(
     server runs (the agent is still starting then). An agent still running is killed."""
     config = deaf_config(tmp_path)
     with ScriptedLLM() as llm:
-        proc = subprocess.Popen(
-            [sys.executable, RUN_MCP, "--mcp-config", str(config), *args],
-            cwd=tmp_path,
-            env=cli_env(tmp_path, llm.base_url, "sk-e2e"),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        env = cli_env(tmp_path, llm.base_url, "sk-e2e")
+        proc = start_cli(["--mcp-config", str(config), *args], tmp_path, env)
         try:
             yield proc, int(read_fifo(tmp_path / "ready.fifo"))
         finally:
