@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from agent.hook_files import Hook, HookSet, load_hooks
 from agent.hooks import Hooks
 from agent.trust import decide, describe
 from tests.support.cli import run_cli
-from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
+from tests.support.fake_llm import Script, ScriptedLLM, text, tool_calls, tool_messages
 
 
 def hook_script(tmp_path: Path, name: str, body: str) -> str:
@@ -27,6 +28,17 @@ def hook_script(tmp_path: Path, name: str, body: str) -> str:
     path.parent.mkdir(exist_ok=True)
     path.write_text("import json, os, sys\nevent = json.load(sys.stdin)\n" + body, encoding="utf-8")
     return f"{sys.executable} {path}"
+
+
+def run_scripted(
+    tmp_path: Path, args: list[str], *script: Script
+) -> tuple[subprocess.CompletedProcess[str], ScriptedLLM]:
+    """`run_mcp.py ARGS` against a model scripted so, every turn of which must have been
+    asked; the model is returned for what it was sent (tool results, hook context)."""
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(args, tmp_path, base_url=llm.base_url)
+        llm.assert_complete()
+    return proc, llm
 
 
 def user_hooks(tmp_path: Path, hooks: dict[str, Any]) -> Path:
@@ -58,11 +70,7 @@ def test_a_pre_tool_use_hook_blocks_rm_rf_and_the_model_gets_its_reason(tmp_path
     (tmp_path / "precious" / "data.txt").write_text("keep me")
     user_hooks(tmp_path, {"PreToolUse": on("bash", hook_script(tmp_path, "guard", GUARD))})
     script = [tool_calls(("local__bash", {"command": "rm -rf precious"})), text("blocked")]
-    with ScriptedLLM(*script) as llm:
-        proc = run_cli(
-            ["-p", "clean up", "--yes", "--output", "json"], tmp_path, base_url=llm.base_url
-        )
-        llm.assert_complete()
+    proc, llm = run_scripted(tmp_path, ["-p", "clean up", "--yes", "--output", "json"], *script)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "precious" / "data.txt").read_text() == "keep me"  # nothing ran
     told = tool_messages(llm.requests[1])[0]
@@ -95,11 +103,7 @@ print(json.dumps({"hookSpecificOutput": {
 def test_a_pre_tool_use_hook_rewrites_an_argument(tmp_path: Path) -> None:
     user_hooks(tmp_path, {"PreToolUse": on("local__bash", hook_script(tmp_path, "fix", REWRITE))})
     script = [tool_calls(("local__bash", {"command": "echo deploy --force"})), text("done")]
-    with ScriptedLLM(*script) as llm:
-        proc = run_cli(
-            ["-p", "deploy", "--yes", "--output", "json"], tmp_path, base_url=llm.base_url
-        )
-        llm.assert_complete()
+    proc, llm = run_scripted(tmp_path, ["-p", "deploy", "--yes", "--output", "json"], *script)
     assert proc.returncode == 0, proc.stderr
     told = tool_messages(llm.requests[1])[0]
     assert "deploy --dry-run" in told and "--force" not in told
@@ -123,9 +127,7 @@ def test_a_post_tool_use_hook_adds_context_to_the_next_request(tmp_path: Path) -
     hooks = {"PostToolUse": on("^local__read_.*$", hook_script(tmp_path, "audit", AUDIT))}
     user_hooks(tmp_path, hooks)
     script = [tool_calls(("local__read_file", {"path": "gen.txt"})), text("read it")]
-    with ScriptedLLM(*script) as llm:
-        proc = run_cli(["-p", "read gen.txt", "--output", "json"], tmp_path, base_url=llm.base_url)
-        llm.assert_complete()
+    proc, llm = run_scripted(tmp_path, ["-p", "read gen.txt", "--output", "json"], *script)
     assert proc.returncode == 0, proc.stderr
     told = tool_messages(llm.requests[1])[0]
     assert "generated content" in told
@@ -164,9 +166,8 @@ def test_a_hanging_hook_is_stopped_at_its_timeout_and_the_run_goes_on(tmp_path: 
     }
     user_hooks(tmp_path, hooks)
     script = [tool_calls(("local__bash", {"command": "echo still-ran"})), text("fine")]
-    with ScriptedLLM(*script) as llm:  # run_cli's own bound (90 s) < the hook's 600 s
-        proc = run_cli(["-p", "go", "--yes"], tmp_path, base_url=llm.base_url)
-        llm.assert_complete()
+    # run_cli's own bound (90 s) < the hook's 600 s
+    proc, llm = run_scripted(tmp_path, ["-p", "go", "--yes"], *script)
     assert proc.returncode == 0, proc.stderr
     assert "still-ran" in tool_messages(llm.requests[1])[0]
     assert "timed out after 1 s (stopped); the run goes on" in proc.stderr
@@ -186,9 +187,7 @@ def test_hooks_of_an_untrusted_project_folder_are_ignored_and_said_once(tmp_path
         tool_calls(("local__bash", {"command": "echo two"})),
         text("both ran"),
     ]
-    with ScriptedLLM(*script) as llm:
-        proc = run_cli(["-p", "go", "--yes"], tmp_path, base_url=llm.base_url)
-        llm.assert_complete()
+    proc, llm = run_scripted(tmp_path, ["-p", "go", "--yes"], *script)
     assert proc.returncode == 0, proc.stderr
     assert "one" in tool_messages(llm.requests[1])[0]
     assert "two" in tool_messages(llm.requests[2])[-1]
@@ -205,9 +204,7 @@ def test_a_trusted_project_folder_s_hooks_run(tmp_path: Path) -> None:
     project.parent.mkdir()
     project.write_text(json.dumps({"hooks": {"PreToolUse": on("bash", block)}}))
     script = [tool_calls(("local__bash", {"command": "touch made"})), text("blocked")]
-    with ScriptedLLM(*script) as llm:
-        proc = run_cli(["-p", "go", "--yes", "--trust-workspace"], tmp_path, base_url=llm.base_url)
-        llm.assert_complete()
+    proc, llm = run_scripted(tmp_path, ["-p", "go", "--yes", "--trust-workspace"], *script)
     assert proc.returncode == 0, proc.stderr
     assert "not in this repo" in tool_messages(llm.requests[1])[0]
     assert not (tmp_path / "made").exists() and "ignoring" not in proc.stderr
@@ -231,9 +228,9 @@ def test_session_start_prompt_and_stop_hooks_reach_the_model(tmp_path: Path) -> 
             "Stop": on("", hook_script(tmp_path, "stop", STOP)),
         },
     )
-    with ScriptedLLM(text("done?"), text("tests pass, done")) as llm:
-        proc = run_cli(["-p", "fix the bug"], tmp_path, base_url=llm.base_url)
-        llm.assert_complete()
+    proc, llm = run_scripted(
+        tmp_path, ["-p", "fix the bug"], text("done?"), text("tests pass, done")
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "tests pass, done\n"
     first = llm.messages(0)
@@ -269,18 +266,14 @@ def test_a_hook_never_runs_what_the_settings_refuse_and_may_refuse_what_they_all
     hook is not overridden by --yes (this run cannot ask, so the call is refused)."""
     user_hooks(tmp_path, {"PreToolUse": on("write_file", hook_script(tmp_path, "allow", ALLOW))})
     script = [tool_calls(("local__write_file", {"path": "a.txt", "content": "x"})), text("no")]
-    with ScriptedLLM(*script) as llm:
-        proc = run_cli(["-p", "write"], tmp_path, base_url=llm.base_url)
-        llm.assert_complete()
+    proc, llm = run_scripted(tmp_path, ["-p", "write"], *script)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "a.txt").exists()
     assert "rerun with --yes" in tool_messages(llm.requests[1])[0]
 
     user_hooks(tmp_path, {"PreToolUse": on("write_file", hook_script(tmp_path, "ask", ASK))})
     script = [tool_calls(("local__write_file", {"path": "b.txt", "content": "x"})), text("no")]
-    with ScriptedLLM(*script) as llm:
-        proc = run_cli(["-p", "write", "--yes"], tmp_path, base_url=llm.base_url)
-        llm.assert_complete()
+    proc, llm = run_scripted(tmp_path, ["-p", "write", "--yes"], *script)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "b.txt").exists()
     told = tool_messages(llm.requests[1])[0]
