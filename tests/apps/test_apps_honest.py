@@ -119,10 +119,7 @@ app.run()
 def test_the_ui_extension_is_declared_only_where_apps_are_shown(tmp_path: Path, mode: str) -> None:
     server = tmp_path / "caps_server.py"
     server.write_text(CAPS_SERVER)
-    config = tmp_path / "mcp.json"
-    config.write_text(
-        json.dumps({"mcpServers": {"caps": {"command": sys.executable, "args": [str(server)]}}})
-    )
+    config = mcp_json(tmp_path, {"caps": {"command": sys.executable, "args": [str(server)]}})
     script = [tool_calls(("caps__client_capabilities", {})), text("checked")]
     args = ["--mcp-config", str(config)]
     with ScriptedLLM(*script) as llm:

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from tests.support import modern_server
 from tests.support.asgi_thread import serve
-from tests.support.cli import run_cli
+from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 Card = Callable[[str], dict[str, Any]]
@@ -113,11 +113,8 @@ def test_a_config_entry_with_only_a_base_url_follows_the_catalog_to_the_card(
         },
         "/mcp/server-card": lambda origin: card(f"{origin}/mcp"),
     }
-    config = tmp_path / "mcp.json"
     with serve(host(documents), lifespan="on") as port, ScriptedLLM(*greet_script()) as llm:
-        config.write_text(
-            json.dumps({"mcpServers": {"notes": {"url": f"http://127.0.0.1:{port}"}}})
-        )
+        config = mcp_json(tmp_path, {"notes": {"url": f"http://127.0.0.1:{port}"}})
         proc = run_cli(
             ["--mcp-config", str(config), "-p", "greet Ada", "-y"], tmp_path, base_url=llm.base_url
         )
