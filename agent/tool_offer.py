@@ -138,7 +138,7 @@ class ToolOffer:
 
     async def _read_result(self, arguments: dict[str, Any]) -> Observation:
         assert self.results is not None
-        return self.results.read(arguments)
+        return await self.results.read(arguments)
 
     async def _find_tools(self, arguments: dict[str, Any]) -> Observation:
         assert self.search is not None

@@ -11,10 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from agent.tools.results import Observation, envelope, error_observation
 
@@ -22,6 +26,9 @@ READ_RESULT = "read_result"
 DEFAULT_PAGE = 4000  # characters a read returns unless `limit` says otherwise
 MAX_MATCHES = 50  # lines a pattern search returns
 MATCH_LINE = 300  # characters of one matching line
+SEARCH_TIMEOUT = 10.0  # seconds a pattern search may run (agent/tools/result_search.py)
+OUTPUT_CAP = 1 << 20  # bytes of the worker's output kept
+SEARCH_WORKER = str(Path(__file__).with_name("result_search.py"))
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,7 @@ class ResultStore:
         )
         return replace(observation, text=note + observation.text, whole=None)
 
-    def read(self, arguments: dict[str, Any]) -> Observation:
+    async def read(self, arguments: dict[str, Any]) -> Observation:
         """Run `read_result`: a page of a kept result, or its lines matching `pattern`."""
         handle = arguments.get("id")
         kept = self._kept.get(handle) if isinstance(handle, str) else None
@@ -85,38 +92,65 @@ class ResultStore:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 return error_observation(None, f"{READ_RESULT}: `{name}` must be an integer >= 0")
         limit = min(limit or DEFAULT_PAGE, DEFAULT_PAGE * 5)
-        text = kept.path.read_text(encoding="utf-8")
         pattern = arguments.get("pattern")
         if pattern is not None:
-            return self._search(handle, kept, text, pattern, offset, limit)
+            return await self._search(handle, kept, pattern, offset, limit)
+        text = kept.path.read_text(encoding="utf-8")
         part = text[offset : offset + limit]
         end = offset + len(part)
         head = f"[result {handle}: characters {offset:,}-{end:,} of {kept.size:,}]\n"
         return Observation(text=head + envelope(kept.server, part))
 
-    def _search(
-        self, handle: str, kept: _Kept, text: str, pattern: Any, offset: int, limit: int
+    async def _search(
+        self, handle: str, kept: _Kept, pattern: Any, offset: int, limit: int
     ) -> Observation:
         if not isinstance(pattern, str) or not pattern:
             return error_observation(None, f"{READ_RESULT}: `pattern` must be a non-empty string")
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            return error_observation(None, f"{READ_RESULT}: `pattern` is not a regex ({exc})")
-        lines: list[str] = []
-        at = total = 0
-        for line in text.splitlines(keepends=True):
-            if at >= offset and regex.search(line):
-                total += 1
-                if len(lines) < MAX_MATCHES:
-                    lines.append(f"{at}: {line.rstrip()[:MATCH_LINE]}")
-            at += len(line)
+        job = {"path": str(kept.path), "pattern": pattern, "offset": offset}
+        job |= {"max_matches": MAX_MATCHES, "line_chars": MATCH_LINE}
+        found, finished, exit_code = await _run_worker(job)
+        if exit_code == 2:
+            return error_observation(None, f"{READ_RESULT}: {found.strip()}")
+        lines = found.splitlines()
+        total = lines.pop() if finished and lines and lines[-1].startswith("total ") else ""
         body = "\n".join(lines)[:limit] or "(no line matches)"
+        if finished:
+            count = f"{total.removeprefix('total ')} lines match"
+        else:
+            count = f"the search stopped after {SEARCH_TIMEOUT:g} s; {len(lines)} lines matched"
+            body += (
+                "\n[search stopped: the pattern may backtrack badly (nested quantifiers such "
+                "as (a+)+); simplify it, or read pages with offset and limit]"
+            )
         head = (
-            f"[result {handle}: {total} lines match {json.dumps(pattern)} from character "
+            f"[result {handle}: {count} {json.dumps(pattern)} from character "
             f"{offset:,}; each line starts with its character offset]\n"
         )
         return Observation(text=head + envelope(kept.server, body))
+
+
+async def _run_worker(job: dict[str, Any]) -> tuple[str, bool, int | None]:
+    """(what the worker printed, whether it finished, its exit code). Killed at the deadline;
+    the event loop stays free meanwhile, so Ctrl-C and signals work during a slow search."""
+    command = [sys.executable, "-I", "-S", SEARCH_WORKER, json.dumps(job)]
+    chunks: list[bytes] = []
+    async with await anyio.open_process(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as process:
+        assert process.stdout is not None
+        try:
+            with anyio.move_on_after(SEARCH_TIMEOUT) as scope:
+                async for chunk in process.stdout:
+                    if sum(map(len, chunks)) < OUTPUT_CAP:
+                        chunks.append(chunk)
+                await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                with anyio.CancelScope(shield=True):
+                    await process.wait()
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return text, not scope.cancelled_caught, process.returncode
 
 
 READ_RESULT_SCHEMA: dict[str, Any] = {
