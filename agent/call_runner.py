@@ -65,6 +65,14 @@ class CallRunner:
         own = call.name == TERMINATE or call.name in self.offer.own_tools()
         return ("agent" if own else ""), call.name
 
+    def hook_use(self, call: Call) -> ToolUse | None:
+        """The call as the user's hooks see it: a server's tool, or one of the agent's own
+        as server "agent"; None for what no hook sees (a problem, terminate, no such tool)."""
+        if call.problem is not None or call.name == TERMINATE:
+            return None
+        server, tool = self.where(call)
+        return ToolUse(call.id, call.name, server, tool, call.arguments) if server else None
+
     async def run(
         self,
         call: Call,
@@ -145,9 +153,8 @@ class CallRunner:
     async def _post_hooks(
         self, call: Call, pre: HookOutcome, observation: Observation, send: Any
     ) -> Observation:
-        if self.hooks is None or call.spec is None:
+        if self.hooks is None or (use := self.hook_use(call)) is None:
             return observation
-        use = ToolUse(call.id, call.name, call.spec.server, call.spec.name, call.arguments)
         observation, warnings = await self.hooks.after_call(use, pre, observation)
         for warning in warnings:
             await send.send(Notice(warning, "warning"))

@@ -209,9 +209,7 @@ def app_host(session: Session) -> AppHost:
 
     browse = session.settings.ui.browser and may_open_browser()
     opener = open_browser if browse else None
-    return AppHost(
-        session.registry, session.agent.approval, browser=opener, catalog=session.catalog
-    )
+    return AppHost(session.registry, session.agent.gate, browser=opener, catalog=session.catalog)
 
 
 def run_repl(settings: Settings, *, resume: str | None, prestarts: Prestarts | None = None) -> int:

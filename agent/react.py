@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from agent.approval import ApprovalPolicy, ApprovalRequest
+from agent.approval import ApprovalPolicy
 from agent.call_runner import CallRunner
 from agent.compaction import compact_memory
 from agent.context_budget import ContextBudget
@@ -28,7 +28,8 @@ from agent.events import (
     StepStarted,
     Usage,
 )
-from agent.hooks import NO_OUTCOME, HookOutcome, Hooks, ToolUse, with_context
+from agent.gate import Decided, ToolGate
+from agent.hooks import NO_OUTCOME, HookOutcome, Hooks, with_context
 from agent.images import ImageStore
 from agent.memory import Fitted, Memory
 from agent.model_types import ChatModel, Reply
@@ -108,6 +109,8 @@ class Agent:
         self.calls = CallRunner(
             tools, self.offer, hooks=hooks, results=results, image_store=image_store
         )
+        # The one door of every tool call: hooks, approval, run, record (agent.gate).
+        self.gate = ToolGate(self.calls, self.approval, hooks, self._record)
         # auto: calls written as text to offered tools run; text: the endpoint takes no
         # `tools` (set, or learnt from its refusal), so they are described in the prompt.
         self.text_calls = TextCallReader(tool_calls)
@@ -383,19 +386,16 @@ class Agent:
         return f"the answer was cut by the max_tokens limit ({limit}; max_tokens in [llm])"
 
     async def _act(self, calls: list[Call]) -> AsyncIterator[Event]:
-        """Hooks first (PreToolUse, concurrently), then approve in order (a human answers one
-        question at a time), run concurrently."""
-        hooked = await self._pre_hooks(calls)
-        verdicts: dict[str, str | None] = {}
-        for index, call in enumerate(calls):
-            pre = hooked.get(call.id, NO_OUTCOME)
-            for warning in pre.warnings:
-                yield Notice(warning, "warning")
-            if pre.arguments is not None and call.problem is None and pre.block is None:
-                calls[index] = call = replace(call, arguments=pre.arguments)
-                yield Notice(f"a PreToolUse hook changed the arguments of {call.name}", "info")
-            blocked = pre.block and f"Not run: a PreToolUse hook blocked it: {pre.block}"
-            verdicts[call.id] = call.problem or blocked or await self._refusal(call, pre.ask)
+        """Through the gate (agent.gate): hooks, then approvals in order; the runs concurrent
+        in batches, their events as they come, results into memory in call order."""
+        decided: dict[str, Decided] = {}
+        async for item in self.gate.decide(calls):
+            if isinstance(item, Decided):
+                decided[item.call.id] = item
+            else:
+                yield item
+        calls = [decided[call.id].call for call in calls]  # a hook may have changed the input
+        verdicts = {call_id: d.refusal for call_id, d in decided.items()}
         self.offer.offer(c.name for c in calls if c.spec is not None and c.problem is None)
         send, receive = anyio.create_memory_object_stream[Event](100)
         results: dict[str, Observation] = {}
@@ -405,9 +405,10 @@ class Agent:
                 for batch in batches(calls, verdicts):
                     async with anyio.create_task_group() as tg:
                         for call in batch:
-                            decided = (call, verdicts[call.id], hooked.get(call.id, NO_OUTCOME))
                             span = self._step_span
-                            tg.start_soon(self.calls.run, *decided, send.clone(), results, span)
+                            tg.start_soon(
+                                self.gate.run, decided[call.id], send.clone(), results, span
+                            )
 
         try:
             async with anyio.create_task_group() as tg:
@@ -438,26 +439,10 @@ class Agent:
         if (message := image_message(images)) is not None:
             self.memory.add_images(message)
 
-    async def _refusal(self, call: Call, hook_asks: str | None = None) -> str | None:
-        if call.spec is None:
-            return None
-        request = ApprovalRequest(
-            call.spec.server, call.spec.name, call.name, call.arguments, call.spec
-        )
-        verdict = await self.approval.check(request, hook_asks)
-        return None if verdict.allowed else verdict.reason
-
-    async def _pre_hooks(self, calls: list[Call]) -> dict[str, HookOutcome]:
-        """PreToolUse hooks of every server's call that may run, all at once."""
-        if self.hooks is None or not self.hooks.has("PreToolUse"):
-            return {}
-        return await self.hooks.before_calls(
-            [
-                ToolUse(c.id, c.name, c.spec.server, c.spec.name, c.arguments)
-                for c in calls
-                if c.spec is not None and c.problem is None
-            ]
-        )
+    def _record(self, kind: str, **data: Any) -> None:
+        """A transcript record beside the messages (a page's tool call), if there is one."""
+        if self.memory.marker is not None:
+            self.memory.marker(kind, **data)
 
     def _close_pending(self, reason: str) -> None:
         """Keep memory valid if a step was cut short: every call gets a result."""

@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the loop and what it calls on each step
     ("agent.react", "agent.compaction", "agent.hooks", "agent.textcalls", "agent.events")
     + ("agent.vision", "agent.approval", "agent.context_budget", "agent.tool_offer")
-    + ("agent.reply_calls", "agent.call_runner"),
+    + ("agent.reply_calls", "agent.call_runner", "agent.gate"),
     # tool servers, their logins, app pages; the one module that touches the SDK's privates
     ("agent.tools", "agent.auth", "agent.apps", "agent.sdk_private"),
     # settings and the files they come from; the model client
@@ -383,3 +383,43 @@ self._ours = 1
 """
     found = private_sdk_reaches(ast.parse(code), {"_dispatcher", "_absorb_tool_listing"})
     assert sorted(line.split(":")[0] for line in found) == ["3", "4", "5", "6", "7", "8"]
+
+
+# --------------------------------------------------------------------------- one gate
+
+# Who may ask for a server's tool to run, and why each may. Everyone else goes through the
+# gate (agent/gate.py: hooks, approval, run, record): a page's call reaches AppHost.call_tool
+# (the bridge's `services.call_tool`), which hands it to the gate.
+TOOL_CALLERS = {
+    "agent.call_runner": "runs a call the gate decided (ToolBox.call)",
+    "agent.tools.registry": "the registry's call, made only by the call runner",
+    "agent.tools.mcp": "the connection's own request to the SDK",
+    "agent.apps.bridge": "a page's tools/call, handed to AppHost.call_tool (the gate)",
+}
+
+
+def tool_calls_in(tree: ast.AST) -> list[str]:
+    """Every `x.call(...)` / `x.call_tool(...)` in `tree`: a request to run a tool."""
+    return [
+        f"line {node.lineno}: .{node.func.attr}()"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("call", "call_tool")
+    ]
+
+
+def test_no_second_door_to_a_server_s_tools() -> None:
+    doors = []
+    for path in sorted(ROOT.rglob("*.py")):
+        name = _module_name(path)
+        if name in TOOL_CALLERS:
+            continue
+        found = tool_calls_in(ast.parse(path.read_text(encoding="utf-8")))
+        doors += [f"{name} {where}" for where in found]
+    assert not doors, f"a tool call that skips agent/gate.py: {doors}"
+
+
+def test_the_door_finder_finds_a_direct_call() -> None:
+    planted = "async def f(registry):\n    return await registry.call('x__y', {})\n"
+    assert tool_calls_in(ast.parse(planted)) == ["line 2: .call()"]

@@ -26,11 +26,11 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp import MCPError
 
-from agent.approval import ApprovalPolicy, ApprovalRequest, Verdict
 from agent.apps import pages, policy
 from agent.apps.bridge import REFUSED, AppError, AppView, error_result, result_wire
 from agent.apps.http import LOOPBACK, LoopbackServer, Request, Response
 from agent.catalog import Catalog
+from agent.gate import ToolGate
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.toolspec import ToolSpec
@@ -66,7 +66,7 @@ class AppHost:
     def __init__(
         self,
         registry: ToolRegistry,
-        approval: ApprovalPolicy,
+        gate: ToolGate,
         *,
         browser: Callable[[str], Awaitable[None]] | None = None,
         theme: str = "light",
@@ -75,7 +75,7 @@ class AppHost:
         """`catalog`: the pages as listed, whose `_meta.ui` is the fallback for a read
         that carries none (the spec: the read contents first, the listing entry second)."""
         self.registry = registry
-        self.approval = approval
+        self.gate = gate  # every call a page makes passes it, like the model's
         self.browser = browser  # None: print the URL only
         self.theme = theme
         self.catalog = catalog
@@ -275,19 +275,25 @@ class AppHost:
         return self.registry.server_tool(server, name)
 
     async def call_tool(self, view: AppView, spec: ToolSpec, arguments: dict[str, Any]) -> Any:
+        """Through the session's one gate (agent.gate): the user's hooks, the approval
+        policy, the trace and a transcript record, as for the model's own calls."""
         public = self.registry.public_name(spec.server, spec.name) or spec.name
-        request = ApprovalRequest(spec.server, spec.name, public, arguments, spec)
-
-        async def decide() -> Verdict:
-            if self.approval.needs_approval(spec):  # say who asks before the question
-                self.notify(f"app {view.title} asks to run a tool:")
-            return await self.approval.check(request)
-
-        verdict = await self._in_terminal(decide)
-        if not verdict.allowed:
+        if self.gate.approval.needs_approval(spec):  # say who asks before the question
+            self.notify(f"app {view.title} asks to run a tool:")
+        observation, ran = await self.gate.call_from(
+            f"app {view.title}",
+            spec,
+            public,
+            arguments,
+            notify=self.notify,
+            asking=self._in_terminal,
+        )
+        if not ran:
             self.notify(f"app {view.title}: {spec.server} › {spec.name} refused")
-            raise AppError(REFUSED, f"not approved: '{spec.name}' on server '{spec.server}'")
-        observation = await self.registry.call(public, arguments, spec=spec)
+            reason = strip_marker(observation.text).removeprefix("Error: ")
+            raise AppError(
+                REFUSED, f"not approved: '{spec.name}' on server '{spec.server}': {reason}"
+            )
         if observation.result is not None:
             return result_wire(observation.result)
         return error_result(strip_marker(observation.text))
