@@ -401,3 +401,59 @@ def test_an_apps_tool_call_is_approved_by_the_question_in_the_terminal(
         finally:
             terminal.close()
     assert llm.requests == []  # the app's call never involved the model
+
+
+# A PreToolUse hook of the user's that blocks get-time, whoever asks for it.
+BLOCK_GET_TIME = """
+import json, os, sys
+event = json.load(sys.stdin)
+with open(os.path.join(os.path.dirname(__file__), "seen.json"), "w") as fh:
+    json.dump(event, fh)
+print("get-time is off today", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+def test_a_hook_that_blocks_a_tool_for_the_model_blocks_a_page_s_call_too(
+    tmp_path: Path, browser: Any
+) -> None:
+    """The page's call passes the same gate as the model's (issue 29, defect 8): the user's
+    PreToolUse hook sees it and blocks it although `trust` approves the tool, the app is
+    told, and the transcript records the call and who made it."""
+    hook = tmp_path / "hooks" / "block.py"
+    hook.parent.mkdir()
+    hook.write_text(BLOCK_GET_TIME, encoding="utf-8")
+    hooks_json = tmp_path / "xdg-config" / "mcp-agent" / "hooks.json"
+    hooks_json.parent.mkdir(parents=True)
+    entry = {"type": "command", "command": f"{sys.executable} {hook}"}
+    hooks_json.write_text(
+        json.dumps({"hooks": {"PreToolUse": [{"matcher": "get-time", "hooks": [entry]}]}})
+    )
+    config = app_config(tmp_path, clock=npm_app("server-basic-vanillajs", trust=["get-time"]))
+    with ScriptedLLM() as llm:
+        repl = ReplProcess(config, tmp_path, llm.base_url)
+        try:
+            repl.send("/app clock__get-time")
+            url = repl.wait_for(URL)["url"]
+            page = browser.new_page()
+            page.goto(url)
+            app = app_frame(page)
+            playwright_api.expect(app.locator("#get-time-btn")).to_have_text("Get Server Time")
+            app.locator("#get-time-btn").click()
+            playwright_api.expect(app.locator("#server-time")).to_have_text("[ERROR]")
+            repl.wait_for(r"clock › get-time refused")
+            page.close()
+            code, _ = repl.finish()
+        finally:
+            repl.kill()
+    assert code == 0, "\n".join(repl.seen)
+    seen = json.loads((hook.parent / "seen.json").read_text())
+    assert seen["hook_event_name"] == "PreToolUse" and seen["mcp_server"] == "clock"
+    assert seen["mcp_tool"] == "get-time"
+    transcript = next((tmp_path / "state" / "sessions").glob("*.jsonl")).read_text()
+    [record] = [
+        r for line in transcript.splitlines() if (r := json.loads(line))["type"] == "tool_call"
+    ]
+    assert record["origin"] == "app clock › Get Time" and record["denied"] is True
+    assert record["server"] == "clock" and "get-time is off today" in record["output"]
+    assert llm.requests == []
