@@ -204,5 +204,5 @@ def _trace_tool_result(
         mcp_agent__denied=refusal is not None,
     )
     span.content("gen_ai.tool.call.result", observation.text)
-    if observation.is_error:
-        span.fail("tool_error", observation.text[:200])
+    if observation.is_error:  # the output is content: kept out, or redacted then cut
+        span.fail("tool_error", observation.text)

@@ -15,7 +15,10 @@ its calls run in tasks of their own. A tool call's span context goes to its MCP 
 `params._meta` as W3C `traceparent` / `tracestate` (SEP-414). Content (the request, tool
 arguments and results) is recorded only with
 `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` or `[telemetry] capture_content =
-true`, always through the redactor, cut to 4,096 characters.
+true`, always through the redactor, cut to 4,096 characters. The same holds for an error's
+words: a failed span always says what kind of error (`error.type`), and its status
+description (a tool's output, an exception's message) is set only with that opt-in,
+redacted. A span's names and attributes otherwise hold only our own words and numbers.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ class Span:
     def content(self, key: str, value: Any) -> None:
         """Recorded only when the user opted in to content, redacted (JSON if not text)."""
 
-    def fail(self, kind: str, message: str = "") -> None:
-        """The span ends in error (`error.type`)."""
+    def fail(self, kind: str, detail: str = "") -> None:
+        """The span ends in error (`error.type` = `kind`, a name of ours). `detail` is
+        content (a tool's output, an exception's message): it becomes the status
+        description only when the user opted in to content, redacted like `content`."""
 
     def end(self) -> None:
         pass

@@ -14,6 +14,8 @@ from typing import Any
 from agent.errors import ConfigError
 from agent.telemetry import FLUSH_SECONDS, MAX_CONTENT, SERVICE_NAME, Span, Telemetry
 
+MAX_STATUS = 200  # a status description is a summary; the whole result is `content`
+
 try:
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -43,16 +45,24 @@ class OtelSpan(Span):
         self._span.set_attributes(_attrs(attributes))
 
     def content(self, key: str, value: Any) -> None:
-        if self._redact is not None:
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            shown = self._redact(text)
-            if len(shown) > MAX_CONTENT:
-                shown = shown[:MAX_CONTENT] + f"[… {len(shown) - MAX_CONTENT} more characters]"
+        if (shown := self._shown(value, MAX_CONTENT)) is not None:
             self._span.set_attribute(key, shown)
 
-    def fail(self, kind: str, message: str = "") -> None:
+    def fail(self, kind: str, detail: str = "") -> None:
         self._span.set_attribute("error.type", kind)
-        self._span.set_status(trace.Status(trace.StatusCode.ERROR, message[:200]))
+        said = self._shown(detail, MAX_STATUS) if detail else None
+        self._span.set_status(trace.Status(trace.StatusCode.ERROR, said))
+
+    def _shown(self, value: Any, limit: int) -> str | None:
+        """Content as it may leave: None without the opt-in; else redacted, then cut (a
+        cut made first could leave half a secret the redactor no longer recognises)."""
+        if self._redact is None:
+            return None
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        shown = self._redact(text)
+        if len(shown) > limit:
+            shown = shown[:limit] + f"[… {len(shown) - limit} more characters]"
+        return shown
 
     def end(self) -> None:
         self._span.end()

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.support.asgi_thread import serve
-from tests.support.cli import cli_env, run_cli
+from tests.support.cli import cli_env, mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT
 
@@ -76,6 +76,8 @@ def _span(span: Any, service: str | None) -> dict[str, Any]:
         "parent": span.parent_span_id.hex(),
         "attributes": _attributes(span.attributes),
         "error": span.status.code == 2,
+        "status": span.status.message,
+        "events": [(e.name, _attributes(e.attributes)) for e in span.events],
         "service": service,
     }
 
@@ -197,3 +199,78 @@ def test_without_otel_variables_neither_the_sdk_nor_an_exporter_is_imported(
             timeout=90,
         )
     assert "LOADED [] 0" in proc.stderr, proc.stderr
+
+
+# A database tool that fails with the connection string it used, password and all, and the
+# text it was asked to run: the failing output a span's status once carried to the collector.
+FAILING_DB_SERVER = """
+import os
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("db", log_level="WARNING")
+
+
+@server.tool()
+def query(sql: str) -> str:
+    \"\"\"Run one SQL statement.\"\"\"
+    dsn = "postgres://app:" + os.environ["DB_PASSWORD"] + "@db.internal/prod"
+    raise ToolError("connect failed: " + dsn + " while running " + sql)
+
+
+server.run("stdio")
+"""
+DB_PASSWORD = "pw-db-9c41e7a2"
+USER_KEY = "key-user-3b8e51d0"
+
+
+def failing_tool_run(
+    tmp_path: Path, endpoint: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A CLI run whose one tool call fails with both secrets in its output: the server's
+    password (a secret-named `env` value in mcp.json) and the user's key (the model put it
+    in the call's arguments)."""
+    server = tmp_path / "db_server.py"
+    server.write_text(FAILING_DB_SERVER)
+    entry = {"command": sys.executable, "args": [str(server)], "env": {"DB_PASSWORD": DB_PASSWORD}}
+    config = mcp_json(tmp_path, {"db": entry})
+    call = tool_calls(("db__query", {"sql": f"select '{USER_KEY}'"}))
+    with ScriptedLLM(call, text("the query failed")) as llm:
+        proc = run_cli(
+            ["--mcp-config", str(config), "--yes", "-p", "count the users"],
+            tmp_path,
+            base_url=llm.base_url,
+            api_key=USER_KEY,
+            extra_env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, **(env or {})},
+        )
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    told = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"][0]
+    assert DB_PASSWORD in told  # the model saw the failure as the server wrote it
+    return proc
+
+
+def test_a_failing_tool_s_span_holds_no_output_without_content_capture(
+    tmp_path: Path, receiver: tuple[Receiver, str]
+) -> None:
+    found, endpoint = receiver
+    failing_tool_run(tmp_path, endpoint)
+    [tool] = found.named("execute_tool db__query")
+    assert tool["error"] and tool["attributes"]["error.type"] == "tool_error"
+    assert tool["status"] == "", tool["status"]  # no content: not even the first words
+    everything = json.dumps(found.spans)
+    for content in (DB_PASSWORD, USER_KEY, "connect failed", "postgres://", "select"):
+        assert content not in everything, content
+
+
+def test_a_failing_tool_s_span_status_is_redacted_with_content_capture(
+    tmp_path: Path, receiver: tuple[Receiver, str]
+) -> None:
+    found, endpoint = receiver
+    optin = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+    failing_tool_run(tmp_path, endpoint, optin)
+    [tool] = found.named("execute_tool db__query")
+    assert tool["error"] and "connect failed" in tool["status"], tool["status"]
+    assert "[REDACTED]" in tool["attributes"]["gen_ai.tool.call.result"]
+    everything = json.dumps(found.spans)
+    assert DB_PASSWORD not in everything and USER_KEY not in everything
