@@ -25,7 +25,13 @@ from agent.config import (
     TelemetrySettings,
     UISettings,
 )
-from agent.config_files import default_files, find_mcp_config
+from agent.config_files import (
+    client_name,
+    default_files,
+    env_overrides,
+    find_mcp_config,
+    from_file,
+)
 from agent.config_servers import (
     expand_vars,
     literal_secrets,
@@ -33,10 +39,11 @@ from agent.config_servers import (
     validation_message,
     warn_if_world_readable,
 )
-from agent.dialects import Dialects, InputAsker
+from agent.dialects import Dialects, InputAsker, note
 from agent.errors import ConfigError
 from agent.saved_approvals import load as load_approvals
 from agent.saved_approvals import with_saved as with_saved_approvals
+from agent.trust import Trust
 from agent.trust import decide as decide_trust
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -65,12 +72,6 @@ def load_toml(path: Path) -> dict[str, Any]:
     secrets = [k for name, table in doc.items() for k in literal_secrets(table, "", f"[{name}]")]
     warn_if_world_readable(path, secrets)
     return doc
-
-
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """The OPENAI_* variables every OpenAI-compatible tool reads, over the file's [llm]."""
-    mapping = {"OPENAI_BASE_URL": "base_url", "OPENAI_API_KEY": "api_key", "OPENAI_MODEL": "model"}
-    return {key: environ[var] for var, key in mapping.items() if environ.get(var)}
 
 
 def default_state_dir(environ: Mapping[str, str]) -> Path:
@@ -106,7 +107,7 @@ def _resolve_sections(
     "${MYKEY}"` sends the key, not the reference. A value the environment or a flag
     overrides is not expanded: an unset variable it names does not matter.
     """
-    overrides: dict[str, dict[str, Any]] = {"llm": _env_overrides(environ)}
+    overrides: dict[str, dict[str, Any]] = {"llm": dict(env_overrides(environ))}
     for name, values in flags.items():
         overrides.setdefault(name, {}).update({k: v for k, v in values.items() if v is not None})
     sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}, "telemetry": {}}
@@ -115,7 +116,7 @@ def _resolve_sections(
             continue
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
-        kept = {k: v for k, v in values.items() if k not in overrides.get(name, {})}
+        kept = from_file(values, overrides.get(name, {}))
         sections[name].update(expand_vars(kept, environ, f"{path}: [{name}]"))
     for name, values in overrides.items():
         sections[name].update(values)
@@ -142,7 +143,10 @@ def build_settings(
     """
     root = (workspace or Path.cwd()).resolve()
     state_dir = default_state_dir(environ)
-    trust = decide_trust(root, environ, state_dir, flag=trust_workspace, own_root=REPO_ROOT)
+    named_mcp = find_mcp_config(mcp_config_path, environ) if mcp_config_path else None
+    if mcp_config_path and client_name(mcp_config_path):  # a name: say which file it meant
+        note(f"--mcp-config {mcp_config_path}: reading {named_mcp}")
+    trust = workspace_trust(root, environ, state_dir, named_mcp=named_mcp, flag=trust_workspace)
     project = DEFAULT_CONFIG.parent if root == Path.cwd().resolve() else root / "config"
     default_toml, default_mcp = default_files(environ, project if trust.trusted else None)
     path = config_path or default_toml
@@ -157,9 +161,9 @@ def build_settings(
         section = next(n for n, m in _SECTION_MODELS.items() if exc.title == m.__name__)
         raise ConfigError(validation_message(exc, f"{where}: [{section}]")) from None
 
-    # VS Code's ${input:...} answers are asked by `ask_input` (None: nobody to ask).
-    dialects = Dialects(root, environ, ask_input)
-    named_mcp = find_mcp_config(mcp_config_path, environ) if mcp_config_path else None
+    # VS Code's ${input:...} answers are asked by `ask_input` (None: nobody to ask); an
+    # envFile in the working directory is read only once it is trusted.
+    dialects = Dialects(root, environ, ask_input, trusted=trust.trusted)
     mcp_paths = [named_mcp] if named_mcp else default_mcp
     servers = _configured_servers(mcp_paths, environ, dialects, state_dir, cli_server)
     enabled = [_with_roots(s, agent.roots, root) for s in servers if s.enabled]
@@ -176,6 +180,26 @@ def build_settings(
         workspace_trusted=trust.trusted,
         untrusted_files=trust.unread(named_settings=config_path, named_servers=named_mcp),
         config_files=tuple(str(p) for p in ([path] if path else []) + mcp_paths),
+    )
+
+
+def workspace_trust(
+    root: Path,
+    environ: Mapping[str, str],
+    state_dir: Path,
+    *,
+    named_mcp: Path | None = None,
+    flag: bool = False,
+) -> Trust:
+    """Whether `root`'s own files may be used, with every file of it a run would read once
+    trusted: its config files, and the envFiles that the servers files (the user's own,
+    the named one, the folder's) name inside it. Those are what the trust question shows
+    and what the remembered trust's digest covers (agent/trust.py)."""
+    project = DEFAULT_CONFIG.parent if root == Path.cwd().resolve() else root / "config"
+    candidates = [named_mcp] if named_mcp else default_files(environ, project)[1]
+    env_files = Dialects(root, environ).workspace_env_files(candidates)
+    return decide_trust(
+        root, environ, state_dir, flag=flag, own_root=REPO_ROOT, env_files=env_files
     )
 
 

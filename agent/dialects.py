@@ -6,6 +6,9 @@ Users paste what they have. Each dialect's words become ours before an entry is 
   `${env:NAME}`, `${pathSeparator}`; `${input:ID}` is asked once per run (masked when the
   input says `"password": true`), never written anywhere, and masked in all we write.
 - Cursor: `envFile` (a dotenv file; the entry's own `env` wins), the same `${...}` words.
+  An envFile in the working directory (relative, `${workspaceFolder}/...`, or a path
+  inside it) is the folder's file, read only once the folder is trusted: a cloned
+  repository's `.env` must not hand PYTHONPATH to the user's own server.
 - Windsurf: `serverUrl` is `url`.
 - Cline / Roo: `disabled: true` switches the server off; `autoApprove` / `alwaysAllow`
   (tools approved without asking) is read as `trust` when the entry sets none, and said
@@ -17,10 +20,11 @@ Entries are plain JSON in, plain JSON out; `agent.config_servers.parse_server` d
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,13 +42,15 @@ _DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*
 
 @dataclass
 class Dialects:
-    """What reading other clients' files needs, for one run: where the workspace is, how
-    to ask for an `${input:...}` (None: nobody can be asked), and the answers so far
-    (asked once per run, whichever files use them)."""
+    """What reading other clients' files needs, for one run: where the workspace is and
+    whether it is trusted (its envFiles are read only then), how to ask for an
+    `${input:...}` (None: nobody can be asked), and the answers so far (asked once per
+    run, whichever files use them)."""
 
     workspace: Path
     environ: Mapping[str, str]
     ask: InputAsker | None = None
+    trusted: bool = False
     answers: dict[str, str] = field(default_factory=dict)
     secret_answers: set[str] = field(default_factory=set)
 
@@ -57,7 +63,7 @@ class Dialects:
         data = self._expand(raw, inputs, where, used, ask=not disabled)
         data = _renamed(data, where)
         if "envFile" in data:
-            data = self._with_env_file(data, where)
+            data = self._with_env_file(data, raw.get("envFile"), where)
         approve = data.pop("autoApprove", None)
         allow = data.pop("alwaysAllow", None)
         if (auto := approve if approve is not None else allow) is not None:
@@ -133,19 +139,66 @@ class Dialects:
 
     # ----------------------------------------------------------------- keys
 
-    def _with_env_file(self, data: dict[str, Any], where: str) -> dict[str, Any]:
-        """Cursor's and VS Code's `envFile`: its variables, under the entry's own `env`."""
+    def _with_env_file(self, data: dict[str, Any], written: Any, where: str) -> dict[str, Any]:
+        """Cursor's and VS Code's `envFile`: its variables, under the entry's own `env`.
+
+        One of the working directory's (see `of_workspace`) is left unread until the folder
+        is trusted; `workspace_env_files` names it for the trust question and its one line.
+        """
         data = dict(data)
         name = data.pop("envFile")
         if not isinstance(name, str) or not name.strip():
             raise ConfigError(f"{where}.envFile: must be a path to a dotenv file")
-        path = Path(name).expanduser()
-        path = path if path.is_absolute() else self.workspace / path
+        path = self.env_file_place(name)
+        if not self.trusted and self.of_workspace(str(written), name, path):
+            return data
         own = data.get("env") or {}
         if not isinstance(own, dict):
             return data  # parse_server names the bad `env`
         data["env"] = {**read_env_file(path, f"{where}.envFile"), **own}
         return data
+
+    def words(self, text: str) -> str:
+        """`text` with the client's `${...}` words expanded, no `${input:...}` asked."""
+        return str(self._expand(text, {}, "", [], ask=False))
+
+    def env_file_place(self, name: str) -> Path:
+        """Where an envFile (its `${...}` words already expanded) is: relative to the workspace."""
+        path = Path(name).expanduser()
+        return path if path.is_absolute() else self.workspace / path
+
+    def of_workspace(self, written: str, expanded: str, place: Path) -> bool:
+        """Whether an envFile is the working directory's: written relative to it (or as
+        `${workspaceFolder}/...`, `..` included), or a path that lies inside it."""
+        if "${workspaceFolder" in written or not Path(expanded).expanduser().is_absolute():
+            return True
+        workspace = Path(os.path.realpath(self.workspace))
+        return Path(os.path.realpath(place)).is_relative_to(workspace)
+
+    def workspace_env_files(self, paths: Iterable[Path]) -> tuple[str, ...]:
+        """The working directory's envFiles that the mcpServers files at `paths` name (those
+        that exist), relative to it where they lie inside it, without reading them and
+        without asking any `${input:...}`. A file that cannot be parsed names none here:
+        its reader reports it."""
+        found: list[str] = []
+        workspace = Path(os.path.realpath(self.workspace))
+        for path in paths:
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            servers = doc.get("mcpServers", doc.get("servers")) if isinstance(doc, dict) else None
+            for raw in servers.values() if isinstance(servers, dict) else ():
+                written = raw.get("envFile") if isinstance(raw, dict) else None
+                if not isinstance(written, str) or not written.strip():
+                    continue
+                name = self.words(written)
+                place = self.env_file_place(name)
+                if place.is_file() and self.of_workspace(written, name, place):
+                    real = Path(os.path.realpath(place))
+                    inside = real.is_relative_to(workspace)
+                    found.append(str(real.relative_to(workspace)) if inside else str(real))
+        return tuple(dict.fromkeys(found))
 
     def _auto_approve(self, data: dict[str, Any], tools: Any, where: str) -> dict[str, Any]:
         if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):

@@ -92,6 +92,10 @@ class Hooks:
     environ: Mapping[str, str]
     workspace: Path
     common: Callable[[], dict[str, Any]] = field(default=dict)
+    # Where the commands run: the workspace, or (an untrusted one) a folder of the user's,
+    # so a hook's `npx tool` never runs the folder's own bin (agent/session_hooks.py).
+    cwd: Path | None = None
+    workspace_trusted: bool = True
 
     def has(self, event: str) -> bool:
         return self.hookset.has(event)
@@ -183,6 +187,7 @@ class Hooks:
         payload = {
             **self.common(),
             "cwd": str(self.workspace),
+            "workspace_trusted": self.workspace_trusted,
             "hook_event_name": event,
             **fields,
         }
@@ -190,7 +195,7 @@ class Hooks:
         ran: list[_Ran | None] = [None] * len(matching)
 
         async def run(index: int, hook: Hook) -> None:
-            ran[index] = await _run(hook, data, self._env(), self.workspace)
+            ran[index] = await _run(hook, data, self._env(), self.cwd or self.workspace)
 
         async with anyio.create_task_group() as tg:
             for index, hook in enumerate(matching):
@@ -199,9 +204,9 @@ class Hooks:
 
     def _env(self) -> dict[str, str]:
         project = str(self.workspace)
-        return server_env(
-            {"MCP_AGENT_PROJECT_DIR": project, "CLAUDE_PROJECT_DIR": project}, self.environ
-        )
+        trusted = "1" if self.workspace_trusted else "0"
+        own = {"MCP_AGENT_PROJECT_DIR": project, "CLAUDE_PROJECT_DIR": project}
+        return server_env({**own, "MCP_AGENT_WORKSPACE_TRUSTED": trusted}, self.environ)
 
 
 def _tool_payload(

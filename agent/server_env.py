@@ -31,6 +31,24 @@ _LAUNCHER_ENV_PREFIXES = ("UV_", "PIP_", "PIPX_", "NPM_CONFIG_", "npm_config_", 
 _SECRETISH = re.compile(r"(?i)auth|token|pass|secret|key|cred")  # glued: NPM_CONFIG__AUTHTOKEN
 
 
+# Variables that make a program load or run code they name (a module path, a preload, a
+# startup file, interpreter options): one set by a folder's file runs that folder's code
+# inside the process. The trust question shows each with its value (agent/trust.py).
+LOADER_VARIABLES = frozenset(
+    {"PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT"}
+    | {"NODE_OPTIONS", "NODE_PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH"}
+    | {"BASH_ENV", "ENV", "ZDOTDIR", "SHELLOPTS", "PS4", "PROMPT_COMMAND"}
+    | {"PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS"}
+    | {"_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH"}
+    | {"UV_PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX", "NPM_CONFIG_PREFIX", "npm_config_prefix"}
+)
+
+
+def is_loader_variable(name: str) -> bool:
+    """Whether setting `name` can make a program run code the value names (DYLD_* too)."""
+    return name in LOADER_VARIABLES or name.startswith(("DYLD_", "LD_"))
+
+
 def server_env(own: Mapping[str, str], parent: Mapping[str, str]) -> dict[str, str]:
     """A stdio server's environment: a safe base from the parent plus its own `env`.
 

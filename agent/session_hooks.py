@@ -7,12 +7,15 @@ Kept out of agent.session so the wiring there stays a few lines.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from agent.approval import ApprovalPolicy
 from agent.config import Settings
+from agent.config_files import user_config_dir
 from agent.hook_files import HookSet, load_hooks
 from agent.hooks import Hooks
 from agent.react import Agent
@@ -46,7 +49,28 @@ def session_hooks(
             "model": settings.llm.model,
         }
 
-    return Hooks(hookset, os.environ, settings.workspace, common)
+    return Hooks(
+        hookset,
+        os.environ,
+        settings.workspace,
+        common,
+        cwd=hook_folder(settings, os.environ),
+        workspace_trusted=settings.workspace_trusted,
+    )
+
+
+def hook_folder(settings: Settings, environ: Mapping[str, str]) -> Path:
+    """Where the hooks' commands run: the working directory once it is trusted; else the
+    user's config folder (where the user's hooks.json is), or home. A user's hook such as
+    `npx prettier` run inside a cloned repository would run the repository's own
+    node_modules/.bin; the hook still learns the project (MCP_AGENT_PROJECT_DIR, `cwd` in
+    its JSON) and whether it is trusted (MCP_AGENT_WORKSPACE_TRUSTED, `workspace_trusted`)."""
+    if settings.workspace_trusted:
+        return settings.workspace
+    user = user_config_dir(environ)
+    if user is not None and user.is_dir():
+        return user
+    return Path(environ.get("HOME") or Path.home())
 
 
 async def start_session(agent: Agent, resumed: bool, stderr: Console) -> None:

@@ -14,9 +14,20 @@ from typing import Annotated
 import typer
 
 from agent.config import Settings
-from agent.config_build import default_state_dir
+from agent.config_build import default_state_dir, workspace_trust
 from agent.errors import ConfigError
-from agent.trust import STORE_NAME, Answer, decide, describe, hint, load_store, real, remember
+from agent.trust import (
+    STORE_NAME,
+    WORKSPACE_FILES,
+    Answer,
+    decide,
+    describe,
+    hint,
+    load_store,
+    real,
+    remember,
+    with_changes,
+)
 
 trust_app = typer.Typer(
     add_completion=False,
@@ -49,11 +60,14 @@ def trust(
     if not real(path).is_dir():
         raise ConfigError(f"trust {path}: not a folder")
     answer: Answer | None = None if forget else "never" if never else "trust"
-    store = remember(state_dir, path, answer)
+    # What its files are now is what is trusted (a later change asks again).
+    found = workspace_trust(real(path), environ, state_dir)
+    effects = describe(found, environ)
+    store = remember(state_dir, path, answer, found, effects)
     done = {"trust": "trusted", "never": "never trusted", None: "forgot"}[answer]
     print(clean(f"{done} {real(path)} (kept in {store})"))
     if answer == "trust":
-        for line in describe(decide(path, environ, state_dir), environ):
+        for line in effects:
             print(clean(f"  {line}"))  # the folder's own text: shown inert
 
 
@@ -74,7 +88,9 @@ def settle(
         return settings
     from agent.ui.safe import clean
 
-    found = decide(settings.workspace, environ, settings.state_dir)
+    # Its envFiles the servers would read are in untrusted_files beside its own files.
+    env_files = tuple(f for f in settings.untrusted_files if f not in WORKSPACE_FILES)
+    found = decide(settings.workspace, environ, settings.state_dir, env_files=env_files)
     if not ask or found.never:
         print(clean(hint(found, environ)), file=sys.stderr)  # a folder name may hold escapes
         return settings
@@ -83,11 +99,13 @@ def settle(
     from agent.ui.safe import SafeConsole
     from agent.ui.trust_question import ask_trust
 
-    reply = ask_trust(found, describe(found, environ), SafeConsole(stderr=True), PromptSession())
+    effects = describe(found, environ)
+    shown = with_changes(found, effects)
+    reply = ask_trust(found, shown, SafeConsole(stderr=True), PromptSession())
     if reply == "not now":
         return settings
     try:
-        remember(settings.state_dir, found.folder, reply)
+        remember(settings.state_dir, found.folder, reply, found, effects)
     except OSError as exc:
         where = settings.state_dir / STORE_NAME
         print(f"warning: cannot remember it in {where}: {exc.strerror}", file=sys.stderr)

@@ -56,9 +56,9 @@ def test_well_known_files_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(tmp_path)
     claude = tmp_path / "home" / ".config" / "Claude" / "claude_desktop_config.json"
     write(claude, {"mcpServers": {"desk": {"command": "x"}}})
-    write(
-        tmp_path / ".vscode" / "mcp.json", {"servers": {"code": {"type": "stdio", "command": "y"}}}
-    )
+    code = tmp_path / "home" / ".config" / "Code" / "User" / "mcp.json"
+    write(code, {"servers": {"code": {"type": "stdio", "command": "y"}}})
+    write(tmp_path / ".vscode" / "mcp.json", {"servers": {"planted": {"command": "evil"}}})
     assert [s.name for s in settings(tmp_path, Path("claude")).servers] == ["desk"]
     assert [s.name for s in settings(tmp_path, Path("vscode")).servers] == ["code"]
     with pytest.raises(ConfigError, match=r"no cursor config found \(looked in .*\.cursor"):
@@ -71,7 +71,7 @@ def test_verbose_says_which_files_were_read(tmp_path: Path) -> None:
     write(tmp_path / ".vscode" / "mcp.json", vscode)
     with ScriptedLLM(text("hello")) as llm:
         proc = run_cli(
-            ["--mcp-config", "vscode", "-v", "-p", "hi"], tmp_path, base_url=llm.base_url
+            ["--mcp-config", ".vscode/mcp.json", "-v", "-p", "hi"], tmp_path, base_url=llm.base_url
         )
     assert proc.returncode == 0, proc.stderr
     assert "config files read: .vscode/mcp.json" in proc.stderr

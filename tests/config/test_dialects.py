@@ -74,7 +74,7 @@ def test_vscode_input_is_asked_once_masked_and_never_written(tmp_path: Path) -> 
         env = {**cli_env(tmp_path, llm.base_url, "sk-e2e-secret"), "DIALECT_TEST_VALUE": "v1"}
         child = pexpect.spawn(
             sys.executable,
-            [RUN_MCP, "--mcp-config", "vscode", "-p", "env?"],
+            [RUN_MCP, "--mcp-config", ".vscode/mcp.json", "-p", "env?"],
             cwd=str(tmp_path),
             env=env,
             encoding="utf-8",
@@ -97,7 +97,7 @@ def test_vscode_input_is_asked_once_masked_and_never_written(tmp_path: Path) -> 
 
 def test_vscode_input_without_a_terminal_is_a_one_line_error(tmp_path: Path) -> None:
     vscode_file(tmp_path)
-    proc = run_cli(["--mcp-config", "vscode", "-p", "env?"], tmp_path, base_url=None)
+    proc = run_cli(["--mcp-config", ".vscode/mcp.json", "-p", "env?"], tmp_path, base_url=None)
     assert proc.returncode == 2, proc.stderr
     assert "needs ${input:api-token} (Service API token), which is asked only at a terminal" in (
         proc.stderr
@@ -120,7 +120,9 @@ def test_cursor_env_file_under_the_entrys_own_env(tmp_path: Path) -> None:
         },
     )
     with ScriptedLLM(tool_calls(("env__environment", {})), text("done")) as llm:
-        proc = run_cli(["--mcp-config", "cursor", "-p", "env?"], tmp_path, base_url=llm.base_url)
+        # The project's file by its path; its .env is the folder's: read once it is trusted.
+        args = ["--mcp-config", ".cursor/mcp.json", "--trust-workspace", "-p", "env?"]
+        proc = run_cli(args, tmp_path, base_url=llm.base_url)
     assert proc.returncode == 0, proc.stderr
     seen = environment_seen(llm)
     assert (seen["A"], seen["B"], seen["C"]) == ("from-file", "from-env", "quoted value")

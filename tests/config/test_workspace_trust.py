@@ -235,7 +235,12 @@ def test_the_repl_asks_once_and_remembers(tmp_path: Path) -> None:
             assert marker.read_text() == TOKEN  # trusted: its server ran
             marker.unlink()
     store = json.loads((tmp_path / "state" / STORE_NAME).read_text())
-    assert store == {"folders": {str(work.resolve()): "trust"}}
+    assert store["folders"] == {str(work.resolve()): "trust"}
+    # with what its files were when trusted (issue 29, item 14: trust by content)
+    assert set(store["contents"][str(work.resolve())]["files"]) == {
+        "config/config.toml",
+        "config/mcp.json",
+    }
 
 
 def test_a_projects_skills_folder_is_named_in_the_question_and_the_line(tmp_path: Path) -> None:
