@@ -50,8 +50,8 @@ async def _single(
     resume: str | None,
     prestarts: Prestarts | None,
 ) -> int:
-    stderr = SafeConsole(stderr=True)
     redact = settings.redactor(os.environ)
+    stderr = SafeConsole(stderr=True, redact=redact)
     prepared = prepare_session(settings, stderr, resume, stderr)
     renderer = EventRenderer(
         stderr, verbosity=verbosity(settings), stream_answer=False, redact=redact
@@ -113,7 +113,8 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
     from agent.ui.input import PipedLines, typeahead_unechoed
     from agent.ui.login_host import terminal_host
 
-    console, stderr = SafeConsole(), SafeConsole(stderr=True)
+    redact = settings.redactor(os.environ)  # every console masks what it is told of
+    console, stderr = SafeConsole(redact=redact), SafeConsole(stderr=True, redact=redact)
     piped = not sys.stdin.isatty()
     screen = stderr if piped else console  # the trace, notices and status lines
     prepared = prepare_session(settings, stderr, resume, screen)
@@ -124,7 +125,7 @@ async def _repl(settings: Settings, resume: str | None, prestarts: Prestarts | N
         screen,
         verbosity=verbosity(settings),
         stream_answer=not piped,
-        redact=settings.redactor(os.environ),
+        redact=redact,
         inline_images=None if piped else inline_protocol(os.environ, console.is_terminal),
     )
     login = None if piped else terminal_host(stderr, paste=False)
@@ -188,7 +189,10 @@ def build_repl(
         apps,
         status=status,
         can_ask=not piped,
-        on_answer=print_answer if piped else None,
+        # Into a pipe each answer is printed by the one answer writer, masked as `-p` does.
+        on_answer=functools.partial(print_answer, redact=session.registry.redact)
+        if piped
+        else None,
         on_cancel=session.requests.cancel_in_flight,
     )
     apps.ui = repl

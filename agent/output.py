@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,7 +28,7 @@ from agent.text import valid_unicode
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.ui.render import EventRenderer
-from agent.ui.safe import SafeConsole, clean, json_text, markdown
+from agent.ui.safe import SafeConsole, json_text, markdown, terminal
 
 # A run's status -> its exit code (2, usage and config errors, is decided in agent.cli).
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
@@ -140,15 +141,16 @@ def server_states(registry: ToolRegistry) -> list[dict[str, Any]]:
     return [{"name": s.name, "state": s.state, "error": s.error} for s in registry.statuses()]
 
 
-def print_answer(answer: str) -> None:
-    """Rendered on a terminal; as written (no wrapping, no markup) into pipes and files, but
-    with control and invisible characters shown (`| cat` must not retitle the terminal)."""
+def print_answer(answer: str, redact: Callable[[str], str]) -> None:
+    """The one writer of an answer to stdout (a single-shot run's, and each of a piped
+    REPL's): masked by the session's redactor; rendered on a terminal; as written (no
+    wrapping, no markup) into pipes and files, but with control and invisible characters
+    shown (`| cat` must not retitle the terminal)."""
+    answer = redact(answer)
     if sys.stdout.isatty():
-        SafeConsole().print(markdown(answer))
+        SafeConsole(redact=redact).print(markdown(answer))
     else:
-        answer = clean(answer)
-        sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
-        sys.stdout.flush()
+        terminal(answer, end="" if answer.endswith("\n") else "\n", redact=redact)
 
 
 class SingleShotOutput:
@@ -180,9 +182,10 @@ class SingleShotOutput:
             line = json.dumps(
                 self.redact.deep(self.record.to_json(so_far, session)), ensure_ascii=False
             )
-            print(json_text(valid_unicode(line)), flush=True)
+            # Machine output: already redacted and escaped; byte-exact JSON, not cleaned.
+            terminal(json_text(valid_unicode(line)), redact=str)
         elif finished is not None and finished.answer is not None:
-            print_answer(self.redact(finished.answer))
+            print_answer(finished.answer, self.redact)
 
     @property
     def exit_code(self) -> int:

@@ -11,17 +11,27 @@ joiners, stray variation selectors reach the model as text but draw nothing, so 
 could whisper instructions to it that the user never sees; they are shown as `\\u200b`.
 Content is cleaned before rich lays it out wherever the layout matters (a live region
 counts its lines to redraw them), and again at the end as the guard for everything else.
+
+This module is the one terminal writer: a rich console is a `SafeConsole`, and a plain line
+(a subcommand's output, an error on stderr) goes out through `terminal`. Both also mask
+secrets: a console made with the session's redactor (`Settings.redactor()`) runs it over
+every content segment, and `terminal` takes the caller's redactor (by default the patterns
+alone: `sk-…` keys, `Bearer` tokens). Call sites still redact whole messages first (a
+secret wrapped over two lines is two segments); this is the guard for the ones that forget.
+tests/test_architecture.py forbids any other way to the terminal.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.segment import Segment
 
+from agent.redact import PATTERNS_ONLY
 from agent.ui.layout import AnswerMarkdown
 
 # Invisible characters that format or hide text: zero-width space and marks, word joiner
@@ -84,18 +94,39 @@ def markdown(text: str) -> AnswerMarkdown:
 
 
 class SafeConsole(Console):
-    """A rich Console whose content can never act as a terminal control sequence.
+    """A rich Console whose content can never act as a terminal control sequence, and,
+    given `redact` (the session's redactor), never shows a secret it knows.
 
     Into a pipe or a file it does not wrap: one message stays one line for grep and logs.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, redact: Callable[[str], str] = PATTERNS_ONLY, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.redact = redact
         if "soft_wrap" not in kwargs and not self.is_terminal:
             self.soft_wrap = True
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        redact = self.redact
         return super()._render_buffer(
-            segment if segment.control else Segment(clean(segment.text), segment.style)
+            segment if segment.control else Segment(clean(redact(segment.text)), segment.style)
             for segment in buffer
         )
+
+
+def terminal(
+    text: str = "",
+    *,
+    err: bool = False,
+    end: str = "\n",
+    redact: Callable[[str], str] = PATTERNS_ONLY,
+    stream: TextIO | None = None,
+) -> None:
+    """One plain line (or `end`-less prompt) to stdout, or stderr with `err`: redacted, then
+    every control and invisible character shown inert, flushed. For output that is not
+    rich's: a subcommand's lines, the one error line of `main`, an answer into a pipe."""
+    out = stream or (sys.stderr if err else sys.stdout)
+    out.write(clean(redact(text)) + end)
+    out.flush()

@@ -364,3 +364,45 @@ def test_repl_answer_and_save_leak_no_secret(tmp_path: Path) -> None:
     assert (state / "exports").stat().st_mode & 0o777 == 0o700
     assert list(workspace.iterdir()) == []  # nothing written into the working directory
     assert_no_secret_in_files(tmp_path)
+
+
+HEADER_VALUE = "hdr-value-6e1f0a93"
+ENV_VALUE = "env-value-2d7c58b4"
+
+
+def test_piped_repl_answers_are_masked_like_a_single_shot_run(tmp_path: Path) -> None:
+    """`… | run_mcp.py -i`: each line a turn, each answer on stdout. The answer quotes the
+    user's key, a server's header value and a server's secret env value (both servers from
+    the user's mcp.json, neither reachable: the REPL goes on without them); stdout holds
+    none of them."""
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "web": {
+                        "type": "http",
+                        "url": "http://127.0.0.1:9/mcp",
+                        "headers": {"X-Api-Key": HEADER_VALUE},
+                    },
+                    "db": {"command": "no-such-db-server", "env": {"DB_PASS": ENV_VALUE}},
+                }
+            }
+        )
+    )
+    config.chmod(0o600)
+    answer = f"key {API_KEY}, header {HEADER_VALUE}, env {ENV_VALUE}."
+    with ScriptedLLM(text(answer), text(f"again: {answer}")) as llm:
+        proc = run_cli(
+            ["-i", "--mcp-config", str(config)],
+            tmp_path,
+            base_url=llm.base_url,
+            api_key=API_KEY,
+            stdin="find the keys\nand once more\n",
+        )
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    masked = f"key {MASK}, header {MASK}, env {MASK}."
+    assert proc.stdout == f"{masked}\nagain: {masked}\n", proc.stdout
+    for secret in (API_KEY, HEADER_VALUE, ENV_VALUE):
+        assert secret not in proc.stdout + proc.stderr, secret
