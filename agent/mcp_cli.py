@@ -5,7 +5,10 @@ The convention of Claude Code, Codex and gemini-cli: `mcp add NAME -- CMD ARGS�
 (user by default). The user scope is the user-level `mcp.json`; the project scope is the
 working directory's `.mcp.json` (Claude Code's project file, read once the folder is
 trusted). Files are written atomically with their permissions kept (a new one is 0600:
-it may hold secrets); env and header values are never echoed.
+it may hold secrets), through a symlink to the file it points at; env and header values are
+never echoed. Everything printed goes through agent.ui.safe's `terminal`: a repository's
+`.mcp.json` and a server's stderr may hold escape sequences (a window title, a screen clear,
+a clipboard write, text hidden in the very command shown), and they are shown inert.
 
 Kept apart from agent/cli.py: main() hands it any command line that starts with `mcp`.
 """
@@ -25,6 +28,7 @@ from agent.config_build import build_settings
 from agent.config_files import user_config_dir
 from agent.config_servers import parse_server
 from agent.errors import ConfigError
+from agent.ui.safe import terminal
 
 PROJECT_FILE = ".mcp.json"
 mcp_app = typer.Typer(
@@ -74,15 +78,18 @@ def servers_of(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_doc(path: Path, doc: dict[str, Any]) -> None:
-    """Replace `path` atomically; an existing file keeps its mode, a new one is 0600."""
+    """Replace the file `path` names atomically; an existing file keeps its mode, a new one
+    is 0600. A symlink (a dotfiles repository's `mcp.json`) is written through: the new
+    file takes the target's place next to it, and the link stays a link."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    target = Path(os.path.realpath(path))
+    mode = target.stat().st_mode & 0o777 if target.exists() else 0o600
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         os.chmod(temp, mode)
-        os.replace(temp, path)
+        os.replace(temp, target)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
@@ -126,17 +133,35 @@ def new_entry(
     return entry
 
 
-def describe(name: str, entry: dict[str, Any]) -> list[str]:
-    """An entry in words, secrets left out: env and header values are never shown."""
+def describe(name: str, entry: Any, where: str = "") -> list[str]:
+    """An entry in words, secrets left out: env and header values are never shown. A value
+    of the wrong shape (a file edited by hand, or a repository's) is a ConfigError naming
+    its key, `where` being the file."""
+    prefix = f"{where}: " if where else ""
+
+    def strings(key: str, value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(
+                f"{prefix}mcpServers.{name}.{key}: must be a list of strings, "
+                f"not {json.dumps(value)[:80]}"
+            )
+        return value
+
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{prefix}mcpServers.{name}: must be an object")
     kind = entry.get("type") or ("stdio" if "command" in entry else "http")
     lines = [f"{name}:", f"  type: {kind}"]
     if "command" in entry:
-        lines.append(f"  command: {' '.join([entry['command'], *entry.get('args', [])])}")
+        command = strings("command", entry["command"]) + strings("args", entry.get("args", []))
+        lines.append(f"  command: {' '.join(command)}")
     if "url" in entry:
         lines.append(f"  url: {entry['url']}")
     for key in ("env", "headers"):
         if entry.get(key):
-            lines.append(f"  {key}: {', '.join(entry[key])} (values not shown)")
+            names = entry[key] if isinstance(entry[key], dict) else {}
+            lines.append(f"  {key}: {', '.join(map(str, names))} (values not shown)")
     if entry.get("enabled") is False or entry.get("disabled") is True:
         lines.append("  enabled: false")
     return lines
@@ -172,11 +197,13 @@ def add(
         )
     servers[name] = entry
     write_doc(path, doc)
-    print(f"added {transport} server '{name}' to {path}")
+    terminal(f"added {transport} server '{name}' to {path}")
     for line in describe(name, entry)[1:]:
-        print(line)
+        terminal(line)
     if scope == "project":
-        print("  (the project's .mcp.json is read once this folder is trusted: run_mcp.py trust)")
+        terminal(
+            "  (the project's .mcp.json is read once this folder is trusted: run_mcp.py trust)"
+        )
 
 
 def _find(name: str, scope: str | None, environ: dict[str, str]) -> tuple[Path, dict[str, Any]]:
@@ -200,9 +227,9 @@ def _find(name: str, scope: str | None, environ: dict[str, str]) -> tuple[Path, 
 def get(name: Annotated[str, typer.Argument()], scope: ScopeOption = None) -> None:
     """Show one server's entry (env and header values are not shown)."""
     path, doc = _find(name, scope, dict(os.environ))
-    for line in describe(name, servers_of(doc)[name]):
-        print(line)
-    print(f"  file: {path}")
+    for line in describe(name, servers_of(doc)[name], str(path)):
+        terminal(line)
+    terminal(f"  file: {path}")
 
 
 @mcp_app.command("remove")
@@ -211,7 +238,7 @@ def remove(name: Annotated[str, typer.Argument()], scope: ScopeOption = None) ->
     path, doc = _find(name, scope, dict(os.environ))
     del servers_of(doc)[name]
     write_doc(path, doc)
-    print(f"removed server '{name}' from {path}")
+    terminal(f"removed server '{name}' from {path}")
 
 
 @mcp_app.command("list")
@@ -222,10 +249,11 @@ def list_servers() -> None:
         config_path=None, mcp_config_path=None, cli_server=None, environ=environ
     )
     if not any(s.config_file for s in settings.servers):
-        print("no servers configured (add one: run_mcp.py mcp add NAME -- COMMAND ARGS…)")
+        terminal("no servers configured (add one: run_mcp.py mcp add NAME -- COMMAND ARGS…)")
         return
+    redact = settings.redactor(environ)
     for line in anyio.run(_live_status, settings):
-        print(line)
+        terminal(line, redact=redact)  # a server's stderr may hold escapes and secrets
 
 
 async def _live_status(settings: Any) -> list[str]:

@@ -133,3 +133,77 @@ def test_repl_servers_disable_and_enable_for_the_session(tmp_path: Path) -> None
     assert "server 'two' disabled for this session" in said
     assert "server 'two' enabled (2 tools)" in said
     assert json.loads((tmp_path / "mcp.json").read_text())["mcpServers"] == servers  # untouched
+
+
+# Escape sequences a hostile repository or server writes: a window title, a screen clear, a
+# clipboard write (OSC 52), and text hidden (SGR 8, "conceal") inside the command shown.
+TITLE, CLEAR, CLIPBOARD = "\x1b]0;pwned\x07", "\x1b[2J\x1b[H", "\x1b]52;c;cm0gLXJmIH4=\x07"
+HIDDEN = "\x1b[8m--steal-keys\x1b[28m"
+
+
+def test_mcp_get_shows_a_repository_s_escape_sequences_inert(tmp_path: Path) -> None:
+    project = tmp_path / "repo"
+    project.mkdir()
+    entry = {"command": f"node{TITLE}", "args": [f"server.js{CLEAR}", HIDDEN, CLIPBOARD]}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"tools": entry}}))
+    rc, said = mcp(tmp_path, "get", "-s", "project", "tools", cwd=project)
+    assert rc == 0, said
+    assert "\x1b" not in said and "\x07" not in said, repr(said)
+    # Shown, not hidden: the concealed argument is there to be read.
+    assert "\\x1b[8m--steal-keys\\x1b[28m" in said
+    assert "command: node\\x1b]0;pwned\\x07 server.js\\x1b[2J\\x1b[H" in said
+
+
+def test_mcp_list_shows_a_server_s_stderr_escape_sequences_inert(tmp_path: Path) -> None:
+    noisy = (
+        "import sys; "
+        f"sys.stderr.write({TITLE + CLEAR + CLIPBOARD + HIDDEN!r} + ' cannot start' + chr(10)); "
+        "sys.exit(3)"
+    )
+    config = tmp_path / "xdg-config" / "mcp-agent" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        json.dumps({"mcpServers": {"noisy": {"command": sys.executable, "args": ["-c", noisy]}}})
+    )
+    rc, said = mcp(tmp_path, "list")
+    assert rc == 0, said
+    assert "noisy: " in said and "✗" in said, said
+    assert "\x1b" not in said and "\x07" not in said, repr(said)
+    assert "\\x1b[8m--steal-keys" in said  # the server's words are there, inert
+
+
+def test_mcp_get_on_args_that_are_not_strings_is_one_line_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "xdg-config" / "mcp-agent" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    entry = {"command": "npx", "args": ["-y", 7, {"x": 1}]}
+    config.write_text(json.dumps({"mcpServers": {"odd": entry}}))
+    rc, said = mcp(tmp_path, "get", "odd")
+    assert rc == 2, said
+    assert "Traceback" not in said and said.count("\n") == 1, said
+    assert said.startswith(f"error: {config}: mcpServers.odd.args: must be a list of strings")
+
+
+def test_mcp_add_and_remove_write_through_a_symlinked_mcp_json(tmp_path: Path) -> None:
+    """A dotfiles repository links `~/.config/mcp-agent/mcp.json` to its own copy: `mcp add`
+    and `mcp remove` change that copy (its mode kept) and leave the link a link."""
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "mcp.json"
+    real.write_text(json.dumps({"mcpServers": {"kept": {"command": "echo"}}}))
+    real.chmod(0o640)
+    link = tmp_path / "xdg-config" / "mcp-agent" / "mcp.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+
+    rc, said = mcp(tmp_path, "add", "new", "--", "echo", "hi")
+    assert rc == 0, said
+    assert link.is_symlink() and link.resolve() == real
+    assert list(json.loads(real.read_text())["mcpServers"]) == ["kept", "new"]
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    rc, said = mcp(tmp_path, "remove", "kept")
+    assert rc == 0, said
+    assert link.is_symlink() and list(json.loads(real.read_text())["mcpServers"]) == ["new"]
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["mcp.json"]  # no temp file left
