@@ -74,6 +74,9 @@ class _AgentFlow(ProviderHooks):
         self._holding_turn = False
         self._listener: CallbackListener | None = None
         self._authorization_url = ""
+        # A login step whose request never got an answer (the token endpoint unreachable):
+        # httpx closes the flow without telling it why, so `explain` finds the cause.
+        self._unanswered: tuple[str, str] | None = None
 
     # -- restoring what the SDK forgets across restarts
 
@@ -116,6 +119,7 @@ class _AgentFlow(ProviderHooks):
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         step, answer = "request", ""
         asked = refreshed = False
+        self._unanswered = None
         try:
             outgoing = await flow.__anext__()
             while True:
@@ -125,7 +129,12 @@ class _AgentFlow(ProviderHooks):
                     check_metadata(self.context.oauth_metadata)
                     if step != _PROTECTED_RESOURCE:  # the MCP server's own address
                         require_https(str(outgoing.url), step)
-                response = yield outgoing
+                try:
+                    response = yield outgoing
+                except GeneratorExit:  # httpx could not send it (or the caller left)
+                    if outgoing is not request:
+                        self._unanswered = (step, str(outgoing.url))
+                    raise
                 if outgoing is request and response.status_code == 401:
                     self.challenged = True
                 if (
@@ -163,6 +172,20 @@ class _AgentFlow(ProviderHooks):
             self.storage.unlock()  # a refresh whose answer never came
             await flow.aclose()
             await self._after_person()
+
+    def explain(self, failure: BaseException) -> str | None:
+        """The connect `failure` in the login's words, if the login is what failed: the
+        step's own problem, or the login server that was never reached (its URL and the
+        transport's error), rather than the MCP endpoint's 401 that started the login
+        and whose advice would be to log in again."""
+        if self.problem:
+            return self.problem
+        if self._unanswered is None:
+            return None
+        step, url = self._unanswered
+        cause = _transport_error(failure)
+        why = f"{type(cause).__name__}: {cause}" if cause is not None else "no answer"
+        return f"login failed at {step}: could not reach {url} ({why})"
 
     def _grant(self) -> str:
         return self.oauth.grant
@@ -351,6 +374,24 @@ def _step_of(outgoing: httpx2.Request, original: httpx2.Request, context: Any) -
     if str(outgoing.url) == registration or path.endswith("/register"):
         return "registration"
     return "token"
+
+
+def _transport_error(failure: BaseException) -> BaseException | None:
+    """The httpx transport error (or OSError) behind `failure`: through ExceptionGroups,
+    causes and contexts, as the SDK's transport wraps it."""
+    seen: set[int] = set()
+    todo = [failure]
+    while todo:
+        exc = todo.pop(0)
+        if id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if isinstance(exc, httpx2.TransportError | OSError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            todo.extend(exc.exceptions)
+        todo.extend(e for e in (exc.__cause__, exc.__context__) if e is not None)
+    return None
 
 
 def _phrase(exc: Exception, step: str, answer: str) -> str:

@@ -245,11 +245,9 @@ class MCPServerConnection(ToolServer):
                     await _discover(client)
                 return client
             except Exception as exc:
-                if self.auth is not None and self.auth.problem:
-                    needed = self.auth.problem.startswith(NEEDS_LOGIN)
-                    raise ConnectProblem(
-                        self.auth.problem, login_needed=needed, says_all=True
-                    ) from exc
+                if self.auth is not None and (problem := self.auth.explain(exc)):
+                    needed = problem.startswith(NEEDS_LOGIN)
+                    raise ConnectProblem(problem, login_needed=needed, says_all=True) from exc
                 http_error = self._http_error  # the SDK drops the status; we kept it
                 cause = http_error or describe_exception(exc)
                 tried.append((_ERA_NAMES.get(mode, mode), cause))

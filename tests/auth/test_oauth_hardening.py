@@ -5,6 +5,7 @@ protected test server with its fault switches."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -161,3 +162,24 @@ def test_two_headless_runs_refreshing_at_once_with_rotating_tokens_both_answer(
         assert "the secret number is 4217" in seen
     assert authority.refused_refreshes == 0 and authority.refreshes == 2
     assert authority.authorizations == 1
+
+
+def test_login_whose_token_endpoint_is_unreachable_names_it_and_not_the_same_login(
+    tmp_path: Path,
+) -> None:
+    """The browser step succeeds, the code exchange cannot reach the token endpoint: the
+    error says which URL failed and how, not the MCP endpoint's 401, and it does not tell
+    the user to run the `--login` that just failed."""
+    with socket.socket() as probe:  # a free port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/token"
+    with serve_protected() as (url, authority):
+        authority.metadata_patch = {"token_endpoint": dead}
+        login = run_login(vault_config(tmp_path, url), tmp_path, FOLLOW_BROWSER)
+    assert login.returncode == 1, login.stderr
+    assert "Traceback" not in login.stderr
+    [line] = error_lines(login.stderr)
+    assert line.startswith(
+        f"error: server 'vault': connect failed: login failed at token: could not reach {dead} (ConnectError: "
+    ), line
+    assert "401" not in line and "--login" not in line, line
