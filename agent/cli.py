@@ -125,7 +125,7 @@ def ask_at_terminal(input_id: str, description: str, password: bool) -> str:
     prompt = f"{clean(description)} (input '{clean(input_id)}'{hidden}): "
     if password:
         return getpass.getpass(prompt)
-    print(prompt, end="", file=sys.stderr, flush=True)
+    _say(prompt, end="")
     return sys.stdin.readline().rstrip("\n")
 
 
@@ -134,9 +134,9 @@ def _show_version(value: bool) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            print(f"run_mcp.py {version('mcp-agent-cli')}")
+            _say(f"run_mcp.py {version('mcp-agent-cli')}", err=False)
         except PackageNotFoundError:  # run from a checkout that was never installed
-            print("run_mcp.py (not installed: version unknown)")
+            _say("run_mcp.py (not installed: version unknown)", err=False)
         raise typer.Exit(0)
 
 
@@ -317,9 +317,9 @@ def run(
 def _ended(word: str, code: int, report: bool) -> int:
     """A run cut short before it began: the one stderr line, and for --output json the
     object a cancelled run prints (the run prints its own once it has begun)."""
-    print(word, file=sys.stderr)
+    _say(word)
     if report:
-        print(_unbegun_run("cancelled", word))
+        _say(_unbegun_run("cancelled", word), err=False)
     return code
 
 
@@ -371,25 +371,23 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as exc:
         if debug:
             raise
-        from agent.ui.safe import clean  # the message may quote a server or the model
-
-        print(f"error: {clean(PATTERNS_ONLY(exc.message))}", file=sys.stderr)
+        _say(f"error: {exc.message}")  # it may quote a server or the model: cleaned
         _json_error(args, PATTERNS_ONLY(exc.message))
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _say("interrupted")
         return EXIT_INTERRUPTED
     except SignalEnded as exc:  # servers started early were stopped on the way out
-        print(exc.word, file=sys.stderr)
+        _say(exc.word)
         _json_error(args, exc.word, status="cancelled")
         return exc.exit_code
     except (typer.BadParameter, typer.Abort) as exc:
-        print(f"error: {_usage_message(exc)}", file=sys.stderr)
+        _say(f"error: {_usage_message(exc)}")
         _json_error(args, _usage_message(exc))
         return EXIT_USAGE
     except Exception as exc:
         if _is_usage_error(exc):
-            print(f"error: {_usage_message(exc)}", file=sys.stderr)
+            _say(f"error: {_usage_message(exc)}")
             _json_error(args, _usage_message(exc))
             return EXIT_USAGE
         raise
@@ -404,7 +402,15 @@ def _json_error(args: list[str], message: str, status: str = "error") -> None:
         for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
     )
     if wants and args[:1] not in (["mcp"], ["trust"]):
-        print(_unbegun_run(status, message))
+        _say(_unbegun_run(status, message), err=False)  # JSON: ASCII, escaped already
+
+
+def _say(text: str, *, err: bool = True, end: str = "\n") -> None:
+    """A line of ours through the one terminal writer (agent.ui.safe.terminal: cleaned,
+    masked by the patterns); imported here, late, so a run loads rich only when it needs it."""
+    from agent.ui.safe import terminal
+
+    terminal(text, err=err, end=end)
 
 
 def entry() -> None:

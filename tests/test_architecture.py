@@ -423,3 +423,78 @@ def test_no_second_door_to_a_server_s_tools() -> None:
 def test_the_door_finder_finds_a_direct_call() -> None:
     planted = "async def f(registry):\n    return await registry.call('x__y', {})\n"
     assert tool_calls_in(ast.parse(planted)) == ["line 2: .call()"]
+
+
+# -- one terminal writer (issue 29): every byte for a terminal is cleaned and redacted -------
+
+# The writer: SafeConsole (rich output) and terminal() (plain lines) clean every control and
+# invisible character and mask secrets. No other module writes to stdout or stderr itself.
+TERMINAL_WRITER = "agent.ui.safe"
+# The few raw writes that remain, each counted (a new one fails the test) and why it may.
+RAW_WRITES_ALLOWED: dict[str, tuple[int, str]] = {
+    "agent.server.search": (2, "the bundled server's search worker: its stdout is a pipe"),
+    "agent.server.__main__": (1, "the bundled server, a process of its own, not our terminal"),
+    "agent.tools.result_search": (4, "read_result's worker process: its stdout is a pipe"),
+    # Below agent.ui (they cannot import the writer): our own words and a path, no content.
+    "agent.signals": (1, "the name of the signal that ends the process, said as it ends"),
+    "agent.dialects": (1, "a `note:` line about how a file was read (config layer)"),
+    "agent.config_servers": (1, "the world-readable secrets warning: a path and key names"),
+    "agent.auth.login": (1, "LoginHost's default notify; front ends pass a SafeConsole's"),
+    # Each of its lines goes through clean() already (workspace trust's own module).
+    "agent.trust_cli": (5, "`run_mcp.py trust` lines, each through agent.ui.safe.clean"),
+}
+
+
+def raw_writes_in(tree: ast.AST) -> list[str]:
+    """Every write to the terminal that is not the writer's: print(), sys.stdout/stderr
+    .write(), typer/click.echo(), rich's print, or a plain rich Console built here."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func, what = node.func, None
+        if isinstance(func, ast.Name) and func.id in ("print", "Console", "rprint"):
+            what = f"{func.id}()"
+        elif isinstance(func, ast.Attribute):
+            owner = ast.unparse(func.value)
+            if func.attr == "write" and owner in ("sys.stdout", "sys.stderr"):
+                what = f"{owner}.write()"
+            elif func.attr == "echo" and owner in ("typer", "click"):
+                what = f"{owner}.echo()"
+            elif (func.attr, owner) in (("Console", "console"), ("Console", "rich.console")):
+                what = f"{owner}.Console()"
+            elif (func.attr, owner) == ("print", "rich"):
+                what = "rich.print()"
+        if what is not None:
+            found.append(f"line {node.lineno}: {what}")
+    return found
+
+
+def test_every_terminal_write_goes_through_the_one_writer() -> None:
+    doors, counts = [], {}
+    for path in sorted(ROOT.rglob("*.py")):
+        name = _module_name(path)
+        if name == TERMINAL_WRITER:
+            continue
+        found = raw_writes_in(ast.parse(path.read_text(encoding="utf-8")))
+        if name in RAW_WRITES_ALLOWED:
+            counts[name] = len(found)
+        else:
+            doors += [f"{name} {where}" for where in found]
+    assert not doors, f"use agent.ui.safe (SafeConsole or terminal()): {doors}"
+    allowed = {name: count for name, (count, _) in RAW_WRITES_ALLOWED.items()}
+    assert counts == allowed, "an allowed module's raw writes changed: move them to the writer"
+
+
+def test_the_writer_finder_finds_every_kind_of_raw_write() -> None:
+    planted = (
+        "import sys, typer\nfrom rich.console import Console\n"
+        "print('x')\nsys.stderr.write('x')\ntyper.echo('x')\nConsole().print('x')\n"
+    )
+    assert raw_writes_in(ast.parse(planted)) == [
+        "line 3: print()",
+        "line 4: sys.stderr.write()",
+        "line 5: typer.echo()",
+        "line 6: Console()",
+    ]
+    assert raw_writes_in(ast.parse("SafeConsole(stderr=True).print('x')\nconsole.print(1)")) == []
