@@ -7,6 +7,7 @@ terminal the URL the browser ends on may also be pasted, for a browser on anothe
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -41,7 +42,7 @@ def login_server(settings: Settings, name: str) -> ServerConfig:
 
 async def _login(settings: Settings, name: str) -> int:
     config = login_server(settings, name)
-    console = SafeConsole(stderr=True)
+    console = SafeConsole(stderr=True, redact=settings.redactor(os.environ))
     host = terminal_host(console, paste=sys.stdin.isatty())
     only = settings.model_copy(update={"servers": (config,)})
     failure: ToolServerError | None = None
