@@ -34,12 +34,11 @@ def write(path: Path, doc: dict[str, Any]) -> Path:
 def planted(repo: Path, client: str) -> Path:
     """The repository's own file for `client`; returns the marker its command would write."""
     marker = repo / "planted-ran"
-    server = {"command": sys.executable, "args": ["-c", WRITE_MARKER, str(marker)]}
+    secret = "${env:GITHUB_TOKEN}" if client == "cursor" else "${input:gh}"
+    server = {"command": sys.executable, "args": ["-c", WRITE_MARKER, str(marker), secret]}
     if client == "cursor":
-        server["args"].append("${env:GITHUB_TOKEN}")
         write(repo / ".cursor" / "mcp.json", {"mcpServers": {"planted": server}})
     else:  # VS Code's, with an input the agent would ask the user for
-        server["args"].append("${input:gh}")
         inputs = [{"type": "promptString", "id": "gh", "description": "GitHub token"}]
         write(repo / ".vscode" / "mcp.json", {"inputs": inputs, "servers": {"planted": server}})
     return marker
