@@ -63,6 +63,7 @@ _VAR = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
 _CLIENT_WORDS = {"workspaceFolder", "workspaceFolderBasename", "userHome", "pathSeparator"}
 HASHED_BYTES = 1 << 20  # a bigger file is known by its size and time, not read whole
 HASHED_FILES = 2000  # files of one folder (a skills folder) digested, the rest counted
+HASHED_TOTAL = 16 << 20  # bytes of one folder read for its digest; later files by size and time
 
 Answer = Literal["trust", "never"]
 
@@ -119,10 +120,8 @@ def decide(
     remembered = load_store(state_dir).get(str(key))
     digests = tuple((name, _digest(key / name)) for name in (*present, *env_files))
     kept = load_contents(state_dir).get(str(key), {}) if remembered == "trust" else {}
-    before = kept.get("files", {})
-    changed = tuple(
-        sorted(n for n in {*before, *dict(digests)} if before.get(n) != dict(digests).get(n))
-    )
+    before, now = kept.get("files", {}), dict(digests)
+    changed = tuple(sorted(n for n in {*before, *now} if before.get(n) != now.get(n)))
     reasons = [
         (own_root is not None and key == real(own_root), "the agent's own folder"),
         (flag, TRUST_FLAG),
@@ -150,7 +149,7 @@ def _digest(path: Path) -> str:
     whole = hashlib.sha256()
     if not path.is_dir():
         return _file_digest(path)
-    count = 0
+    count, budget = 0, HASHED_TOTAL
     for top, folders, names in os.walk(path):  # links to folders are not followed
         folders.sort()
         for name in sorted(names):
@@ -159,16 +158,26 @@ def _digest(path: Path) -> str:
                 whole.update(b"\0and more")
                 return whole.hexdigest()
             item = Path(top) / name
-            whole.update(f"{item.relative_to(path)}\0{_file_digest(item)}\0".encode())
+            digest = _file_digest(item, read=budget > 0)
+            budget -= _size(item)
+            whole.update(f"{item.relative_to(path)}\0{digest}\0".encode())
     return whole.hexdigest()
 
 
-def _file_digest(path: Path) -> str:
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _file_digest(path: Path, read: bool = True) -> str:
+    """A file's sha256; past the size (or the folder's budget) its size and time."""
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
             return f"not a file: {stat.S_IFMT(info.st_mode)}"
-        if info.st_size > HASHED_BYTES:
+        if info.st_size > HASHED_BYTES or not read:
             return f"size {info.st_size}, modified {info.st_mtime_ns}"
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
