@@ -75,6 +75,8 @@ class AppView:
     initialized: bool = False
     closed: bool = False
     size: dict[str, Any] = field(default_factory=dict)
+    messages: int = 0  # ui/message the page sent (each one asked)
+    message_asked: bool = False  # the user is being asked about one now
     _outbox: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: anyio.Event = field(default_factory=anyio.Event)

@@ -3,12 +3,21 @@
 Started with the REPL (never in `-p` runs) and ended with it. Each view gets a page at
 `http://127.0.0.1:<port>/<token>/<view>/`; the token is 32 random bytes made per session,
 so another user or web page on this machine cannot guess it, and a request without it gets
-a 404. The app itself runs in a frame of a second origin (`127.0.0.1:<other port>`) with the
-CSP and permissions its metadata asks for. Opening a browser follows `$BROWSER` (Python's
-`webbrowser`); without one (`--no-browser`, no display) the URL is printed.
+a 404. The token alone is not enough: a browser is started with the URL it opens on its
+command line, which every local user reads in /proc. So the browser (and the terminal) is
+given a one-time link, `/open/<ticket>/`, which the host exchanges for an HttpOnly,
+SameSite=Strict cookie scoped to the token's path, redirecting to the page; the ticket is
+gone after that first use, and a request to the page without the cookie gets a 403.
+
+Each server's apps run in a frame of an origin of their own (`127.0.0.1:<a port per
+server>`: browsers keep storage apart by origin, and the port is part of it) with the CSP
+and permissions its metadata asks for, less what points at this machine or its network
+(agent.apps.policy; each dropped entry is told once). Opening a browser follows `$BROWSER`
+(Python's `webbrowser`); without one (`--no-browser`, no display) the link is printed.
 
 The human is injected (`AppUI`): the app's tool calls are approved by the same policy as the
-model's, the question asked in the terminal; a `ui/message` becomes the user's next turn.
+model's, the question asked in the terminal; a `ui/message` becomes the user's next turn
+only when the user says yes to it, one question at a time, at most MAX_MESSAGES per view.
 """
 
 from __future__ import annotations
@@ -35,11 +44,17 @@ from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.toolspec import ToolSpec
 from agent.tools.uimeta import APP_MIME
+from agent.ui.safe import clean
 
 T = TypeVar("T")
+AGAIN = "type /apps in the terminal for a new link"
 POLL_WAIT = 20.0  # seconds a page's long poll is held open when there is nothing to send
 READ_TIMEOUT = 30.0  # seconds a server gets to hand over an app's page
 MAX_PAGE = 5 * 1024 * 1024  # characters of an app page we serve
+MAX_TICKETS = 64  # one-time links not yet used (the oldest go first)
+MAX_MESSAGES = 20  # ui/message a view may send in its life, each one asked
+SHOWN_MESSAGE = 300  # characters of a page's message shown in the question
+COOKIE = "run_mcp"
 
 
 class AppUI(Protocol):
@@ -81,9 +96,13 @@ class AppHost:
         self.catalog = catalog
         self.ui: AppUI | None = None
         self.views: dict[str, AppView] = {}
-        self._token = secrets.token_urlsafe(32)
+        self._token = secrets.token_urlsafe(32)  # the pages' path: /<token>/<view>/
+        self._cookie = secrets.token_urlsafe(32)  # what a browser holds once a link opened
+        self._tickets: dict[str, str] = {}  # one-time link → view id
         self._sandbox_token = secrets.token_urlsafe(32)
-        self._server = LoopbackServer(self._route, count=2)
+        self._sandboxes: dict[int, str] = {}  # port → the server whose apps it serves
+        self._refusals_told: set[tuple[str, str]] = set()  # (server, CSP entry)
+        self._server = LoopbackServer(self._route, count=1)
         self._tg: TaskGroup | None = None
         self._count = 0
 
@@ -114,12 +133,23 @@ class AppHost:
     def host_origin(self) -> str:
         return f"http://{LOOPBACK}:{self._server.ports[0]}"
 
-    @property
-    def sandbox_origin(self) -> str:
-        return f"http://{LOOPBACK}:{self._server.ports[1]}"
+    def sandbox_origin(self, server: str) -> str:
+        """The origin of `server`'s apps (bound on its first view): a port of its own."""
+        port = next(p for p, name in self._sandboxes.items() if name == server)
+        return f"http://{LOOPBACK}:{port}"
 
     def url(self, view: AppView) -> str:
-        return f"{self.host_origin}/{self._token}/{view.id}/"
+        """A link that opens the view once (for a browser's command line or the terminal):
+        whoever uses it first gets the session's cookie; `/apps` prints fresh ones."""
+        ticket = secrets.token_urlsafe(32)
+        self._tickets[ticket] = view.id
+        while len(self._tickets) > MAX_TICKETS:
+            del self._tickets[next(iter(self._tickets))]
+        return f"{self.host_origin}/open/{ticket}/"
+
+    def _page_path(self, view: AppView) -> str:
+        """Where the view's page is, for a browser that holds the cookie."""
+        return f"/{self._token}/{view.id}/"
 
     # -- opening views -------------------------------------------------------------------
 
@@ -149,7 +179,8 @@ class AppHost:
         try:
             view = await self.open(spec, arguments, result, browse=replacing is None)
             if replacing is not None:
-                navigate = {"method": "run_mcp/navigate", "params": {"url": self.url(view)}}
+                target = self.host_origin + self._page_path(view)
+                navigate = {"method": "run_mcp/navigate", "params": {"url": target}}
                 await replacing.teardown(then=navigate)
         except LookupError as exc:
             self.notify(f"app of {spec.server} › {spec.name} not shown: {exc}")
@@ -165,6 +196,9 @@ class AppHost:
         """A new view of the tool's page (read from its server now), announced and opened."""
         assert spec.app_uri is not None
         html, ui = await self._page(spec.server, spec.app_uri)
+        self._tell_refused(spec.server, spec.app_uri, ui)
+        if spec.server not in self._sandboxes.values():
+            self._sandboxes[await self._server.listen()] = spec.server
         self._count += 1
         view = AppView(
             str(self._count), spec.server, spec.app_uri, html, ui, tool=spec, theme=self.theme
@@ -203,6 +237,14 @@ class AppHost:
             return text, dict(ui)
         raise LookupError(f"{uri} holds no {APP_MIME} contents")
 
+    def _tell_refused(self, server: str, uri: str, ui: Mapping[str, Any]) -> None:
+        """One line per CSP entry the page is not granted (once per server and entry)."""
+        for key, entry, reason in policy.refused(ui):
+            if (server, entry) not in self._refusals_told:
+                self._refusals_told.add((server, entry))
+                shown = clean(entry[:100])
+                self.notify(f"{server}: {uri} asks {key} {shown!r}, refused: {reason}")
+
     def _listed_ui(self, server_name: str, uri: str) -> Mapping[str, Any]:
         for name, listed in self.catalog.app_pages if self.catalog else ():
             if name == server_name and str(listed.uri) == uri:
@@ -213,17 +255,26 @@ class AppHost:
 
     async def _route(self, request: Request, port: int) -> Response:
         parts = request.path.strip("/").split("/")
-        if port == self._server.ports[1]:
-            return self._sandbox_route(request, parts)
+        if port in self._sandboxes:
+            return self._sandbox_route(request, parts, self._sandboxes[port])
+        if len(parts) == 2 and parts[0] == "open" and request.method == "GET":
+            return self._exchange(parts[1])
         if len(parts) < 2 or not hmac.compare_digest(parts[0], self._token):
             return Response.text(404, "not found")
+        if not self._holds_cookie(request):
+            return Response.text(403, "this browser has not opened the app's link: " + AGAIN)
+        action = parts[2] if len(parts) > 2 else ""
+        # Fetch metadata (sent by browsers): the relay's requests come from the page itself;
+        # the page is opened by the person or by its own page (navigate), never by another.
+        site = request.headers.get("sec-fetch-site", "same-origin")
+        if site != "same-origin" and not (action == "" and site == "none"):
+            return Response.text(403, "cross-site request refused")
         origin = request.headers.get("origin")
         if origin is not None and origin != self.host_origin:  # another site's script
             return Response.text(403, "cross-origin request refused")
         view = self.views.get(parts[1])
         if view is None:
             return Response.text(404, "not found")
-        action = parts[2] if len(parts) > 2 else ""
         if view.closed and action != "recv":  # recv: the last messages, then 410
             return Response.text(410, "this app was closed")
         if action == "" and request.method == "GET":
@@ -244,30 +295,57 @@ class AppHost:
             return Response.json({"messages": messages, "next": last})
         return Response.text(405, "not allowed")
 
+    def _exchange(self, ticket: str) -> Response:
+        """A one-time link: the cookie, and on to the page (the link is spent)."""
+        found = next((t for t in self._tickets if hmac.compare_digest(t, ticket)), None)
+        view = self.views.get(self._tickets.pop(found)) if found is not None else None
+        if view is None:
+            return Response.text(403, "this link was used already (each opens once): " + AGAIN)
+        if view.closed:
+            return Response.text(410, "this app was closed")
+        cookie = f"{COOKIE}={self._cookie}; Path=/{self._token}/; HttpOnly; SameSite=Strict"
+        headers = {"Location": self._page_path(view), "Set-Cookie": cookie}
+        return Response(303, b"", "text/plain; charset=utf-8", headers)
+
+    def _holds_cookie(self, request: Request) -> bool:
+        for pair in request.headers.get("cookie", "").split(";"):
+            name, _, value = pair.strip().partition("=")
+            if name == COOKIE and hmac.compare_digest(value, self._cookie):
+                return True
+        return False
+
     def _host_page(self, view: AppView) -> Response:
         nonce = secrets.token_urlsafe(16)
+        sandbox_origin = self.sandbox_origin(view.server)
         page = pages.host_page(
             title=view.title,
             uri=view.uri,
-            sandbox_url=f"{self.sandbox_origin}/{self._sandbox_token}/{view.id}/sandbox",
-            sandbox_origin=self.sandbox_origin,
+            sandbox_url=f"{sandbox_origin}/{self._sandbox_token}/{view.id}/sandbox",
+            sandbox_origin=sandbox_origin,
             allow=policy.allow_attribute(view.ui),
             nonce=nonce,
         )
-        csp = pages.HOST_PAGE_CSP.format(nonce=nonce, sandbox_origin=self.sandbox_origin)
+        csp = pages.HOST_PAGE_CSP.format(nonce=nonce, sandbox_origin=sandbox_origin)
         headers = {"Content-Security-Policy": csp}
         return Response(200, page.encode(), "text/html; charset=utf-8", headers)
 
-    def _sandbox_route(self, request: Request, parts: list[str]) -> Response:
-        """The proxy page, served with the app's own CSP (the app's frame inherits it)."""
+    def _sandbox_route(self, request: Request, parts: list[str], server: str) -> Response:
+        """The proxy page, served with the app's own CSP and permissions (the app's frame
+        inherits them), on its server's origin only."""
         if len(parts) != 3 or parts[2] != "sandbox" or request.method != "GET":
             return Response.text(404, "not found")
         view = self.views.get(parts[1])
         if not hmac.compare_digest(parts[0], self._sandbox_token) or view is None:
             return Response.text(404, "not found")
+        if view.server != server:  # another server's origin: its storage is not this app's
+            return Response.text(404, "not found")
         csp = f"{policy.content_security_policy(view.ui)}; frame-ancestors {self.host_origin}"
+        headers = {
+            "Content-Security-Policy": csp,
+            "Permissions-Policy": policy.permissions_policy(view.ui),
+        }
         page = pages.sandbox_page(self.host_origin).encode()
-        return Response(200, page, "text/html; charset=utf-8", {"Content-Security-Policy": csp})
+        return Response(200, page, "text/html; charset=utf-8", headers)
 
     # -- what views ask for (bridge.Services) --------------------------------------------
 
@@ -310,9 +388,29 @@ class AppHost:
         return read.model_dump(by_alias=True, exclude_none=True, mode="json")
 
     async def message(self, view: AppView, text: str) -> None:
-        if self.ui is None:
+        """A message the page would send as the user: asked, every time (the page is the
+        server's, not the user's); one question at a time per view, MAX_MESSAGES in all."""
+        ui = self.ui
+        if ui is None:
             raise AppError(REFUSED, "this session takes no messages from apps")
-        self.ui.app_turn(f"app {view.title}", text)
+        if view.message_asked:
+            raise AppError(REFUSED, "the user is being asked about this app's last message")
+        if view.messages >= MAX_MESSAGES:
+            raise AppError(REFUSED, f"this app sent {MAX_MESSAGES} messages, the most it may")
+        view.message_asked = True
+        view.messages += 1
+        try:
+            flat = " ".join(text.split())
+            shown = clean(flat[:SHOWN_MESSAGE]) + ("…" if len(flat) > SHOWN_MESSAGE else "")
+            question = (
+                f'App {view.title} wants to send a message as you: "{shown}" — '
+                "send it? [y]es / [n]o: "
+            )
+            if not await self._in_terminal(lambda: ui.confirm(question)):
+                raise AppError(REFUSED, "the user did not send this message")
+        finally:
+            view.message_asked = False
+        ui.app_turn(f"app {view.title}", text)
 
     async def open_link(self, view: AppView, url: str) -> bool:
         ui = self.ui

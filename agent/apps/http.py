@@ -23,7 +23,7 @@ LOOPBACK = "127.0.0.1"
 MAX_HEAD = 16_384
 MAX_BODY = 8 * 1024 * 1024  # an app's tools/call arguments or ui/message
 READ_TIMEOUT = 10.0
-_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found"}
+_REASONS = {200: "OK", 303: "See Other", 400: "Bad Request", 403: "Forbidden", 404: "Not Found"}
 _REASONS |= {405: "Method Not Allowed", 410: "Gone", 413: "Payload Too Large", 500: "Error"}
 
 
@@ -56,21 +56,30 @@ Handler = Callable[[Request, int], Awaitable[Response]]  # (request, the port it
 
 
 class LoopbackServer:
-    """Listeners on 127.0.0.1 with OS-chosen ports; `ports` once `start` returned."""
+    """Listeners on 127.0.0.1 with OS-chosen ports; `ports` once `start` returned, and one
+    more for each `listen` (an origin of its own: the browser tells origins by port)."""
 
     def __init__(self, handler: Handler, count: int = 1) -> None:
         self.handler = handler
         self.count = count
         self.ports: list[int] = []
         self._scopes: list[anyio.CancelScope] = []
+        self._tg: TaskGroup | None = None
 
     async def start(self, tg: TaskGroup) -> None:
         """Bind now (the ports are known on return); serve in `tg` until `aclose`."""
+        self._tg = tg
         for _ in range(self.count):
-            listener = await anyio.create_tcp_listener(local_host=LOOPBACK, local_port=0)
-            port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
-            self.ports.append(port)
-            tg.start_soon(self._serve, listener, port)
+            await self.listen()
+
+    async def listen(self) -> int:
+        """Bind one more port (served like the others until `aclose`); its number."""
+        assert self._tg is not None, "start the server first"
+        listener = await anyio.create_tcp_listener(local_host=LOOPBACK, local_port=0)
+        port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
+        self.ports.append(port)
+        self._tg.start_soon(self._serve, listener, port)
+        return port
 
     async def _serve(self, listener: Listener[SocketStream], port: int) -> None:
         with anyio.CancelScope() as scope:  # cancelled by aclose

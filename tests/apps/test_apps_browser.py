@@ -5,9 +5,10 @@ page's URL), with the npm example servers `server-system-monitor` and
 `server-basic-vanillajs` 2.0.3 and the scripted model. Debian's `chromium`, driven headless
 by Playwright (pointed at the system executable: nothing is downloaded), opens the URL.
 Asserted: what the app itself draws (its DOM, a screenshot), its tool calls reaching the
-server and the answers reaching the app, a `ui/message` becoming a REPL turn the model
-receives, an unapproved tool refused with an error for the app, and the host refusing
-requests without its token and listening on 127.0.0.1 only.
+server and the answers reaching the app, a `ui/message` asked (and, from a pipe, refused),
+an unapproved tool refused with an error for the app, and the host refusing requests without
+its token and cookie and listening on 127.0.0.1 only. (test_apps_isolation.py: what keeps
+one page from the person's machine, from other pages and from other local users.)
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 WAIT = 30.0  # seconds for anything the REPL or the page should do
 playwright_api.expect.set_options(timeout=WAIT * 1000)  # a busy 2-core CI is slow to draw
 URL = re.compile(r"app (?P<title>.+?): (?P<url>http://127\.0\.0\.1:\d+/\S+/)$")
+PUBLIC_NAME = "declared.test"  # chromium resolves it to 127.0.0.1: a "public" host for a test
+BROWSER_ARGS = ["--no-sandbox", f"--host-resolver-rules=MAP {PUBLIC_NAME} 127.0.0.1"]
 
 
 class ReplProcess:
@@ -109,7 +112,7 @@ def chromium_path() -> str:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with playwright_api.sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        launched = pw.chromium.launch(executable_path=chromium_path(), args=BROWSER_ARGS)
         yield launched
         launched.close()
 
@@ -126,10 +129,6 @@ def npm_app(package: str, **extra: Any) -> dict[str, Any]:
 def app_frame(page: Any) -> Any:
     """The app's own document: host page › sandbox proxy › the app."""
     return page.frame_locator("#app").frame_locator("iframe")
-
-
-def user_messages(request: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "user"]
 
 
 def test_system_monitor_shows_the_tools_result_and_polls_its_server(
@@ -150,6 +149,7 @@ def test_system_monitor_shows_the_tools_result_and_polls_its_server(
             url = repl.wait_for(URL)["url"]
             page = browser.new_page(viewport={"width": 880, "height": 720})
             page.goto(url)
+            first = page.url  # the page itself (the link was spent on the way)
             app = app_frame(page)
             # The tool's result, pushed as ui/notifications/tool-result, drawn by the app.
             hostname = socket.gethostname()
@@ -183,7 +183,7 @@ def test_system_monitor_shows_the_tools_result_and_polls_its_server(
             repl.send("and now?")
             second = repl.wait_for(URL, since=mark)["url"]
             assert second != url
-            page.wait_for_url(second)
+            page.wait_for_url(lambda now: now != first)
             playwright_api.expect(app.locator("#poll-toggle-btn")).to_have_text("Stop")
             page.close()
             code, out = repl.finish()
@@ -197,12 +197,12 @@ def test_system_monitor_shows_the_tools_result_and_polls_its_server(
     llm.assert_complete()
 
 
-def test_basic_app_message_becomes_a_turn_and_an_unapproved_tool_is_refused(
+def test_basic_app_message_is_asked_and_an_unapproved_tool_is_refused(
     tmp_path: Path, browser: Any
 ) -> None:
     config = app_config(tmp_path, clock=npm_app("server-basic-vanillajs"))
     console: list[str] = []
-    with ScriptedLLM(text("Noted: the app wrote to me.")) as llm:
+    with ScriptedLLM() as llm:
         repl = ReplProcess(config, tmp_path, llm.base_url)
         try:
             repl.send("/app clock__get-time")
@@ -217,10 +217,14 @@ def test_basic_app_message_becomes_a_turn_and_an_unapproved_tool_is_refused(
             app.locator("#get-time-btn").click()
             playwright_api.expect(app.locator("#server-time")).to_have_text("[ERROR]")
             repl.wait_for(r"clock › get-time refused")
-            # ui/message: the user's next turn, shown as coming from the app.
+            # ui/message: asked first (test_apps_isolation.py has the yes); with no
+            # terminal to ask, declined, and the model never hears of it.
             app.locator("#message-text").fill("Please summarise the server time.")
             app.locator("#send-message-btn").click()
-            repl.wait_for(r"app clock › Get Time › Please summarise the server time\.")
+            repl.wait_for(
+                r'App clock › Get Time wants to send a message as you: "Please summarise the '
+                r'server time\." — send it\? \[y\]es / \[n\]o — no: input is not a terminal'
+            )
             # logging
             app.locator("#log-text").fill("a line from the app")
             app.locator("#send-log-btn").click()
@@ -235,10 +239,8 @@ def test_basic_app_message_becomes_a_turn_and_an_unapproved_tool_is_refused(
         finally:
             repl.kill()
     assert code == 0, "\n".join(repl.seen)
-    assert "Noted: the app wrote to me." in out
-    assert user_messages(llm.requests[0])[-1] == "Please summarise the server time."
+    assert llm.requests == []
     assert any("App is being torn down" in line for line in console)
-    llm.assert_complete()
 
 
 def test_host_refuses_requests_without_its_token_and_listens_on_loopback_only(
@@ -249,12 +251,15 @@ def test_host_refuses_requests_without_its_token_and_listens_on_loopback_only(
         repl = ReplProcess(config, tmp_path, llm.base_url)
         try:
             repl.send("/app clock__get-time")
-            url = httpx2.URL(repl.wait_for(URL)["url"])
-            token = url.path.strip("/").split("/")[0]
-            port = url.port
-            assert port is not None  # the page URL names its port
+            link = httpx2.URL(repl.wait_for(URL)["url"])
             with httpx2.Client() as client:
-                assert client.get(str(url)).status_code == 200
+                opened = client.get(link)  # a one-time link: a cookie, and on to the page
+                assert opened.status_code == 303
+                url = link.join(opened.headers["location"])
+                token = url.path.strip("/").split("/")[0]
+                port = url.port
+                assert port is not None  # the page URL names its port
+                assert client.get(str(url)).status_code == 200  # the client holds the cookie
                 wrong = url.copy_with(path=url.path.replace(token, "x" * len(token)))
                 assert client.get(str(wrong)).status_code == 404
                 assert client.get(str(url.copy_with(path="/"))).status_code == 404
@@ -308,7 +313,9 @@ def test_the_host_keeps_the_rules_a_page_cannot_bend(tmp_path: Path, browser: An
     have: a model-only tool is refused, an app-only read-only tool runs, its server's
     resource is read, and only the origin its metadata declares is reachable."""
     with live_origin() as declared, live_origin() as undeclared:
-        probe = {"command": sys.executable, "args": [str(PROBE), declared, undeclared]}
+        # declared under a public-looking name: a loopback origin would be refused itself
+        public = declared.replace("127.0.0.1", PUBLIC_NAME)
+        probe = {"command": sys.executable, "args": [str(PROBE), public, undeclared]}
         config = app_config(tmp_path, probe=probe)
         with ScriptedLLM(tool_calls(("probe__show", {})), text("shown")) as llm:
             repl = ReplProcess(config, tmp_path, llm.base_url)
