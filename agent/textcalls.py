@@ -8,6 +8,12 @@ for tools that were offered (prose quoting JSON that names no offered tool is le
 and returns the text around them as the model's words. `StreamGate` holds back streamed text
 that may be the start of such a call, so the markup is never shown as the answer.
 
+A call copied from untrusted data is not a call. A model that quotes a fetched page holding
+`<tool_call>{...}</tool_call>` has written the page's words, not its own decision, so a
+call whose text (whitespace, backslashes and HTML escapes aside) or whose name and every
+argument appear in a tool result still in the conversation (`Untrusted`) stays prose, and
+one line after it tells the model (and the user) that it was not run.
+
 In `text` mode (an endpoint that refuses `tools`), `to_text_mode` rewrites a request: the
 tools are described in the system prompt in the format the model family knows (Hermes for
 Qwen and Hermes models, a compact JSON list otherwise), and earlier calls and results are
@@ -16,11 +22,12 @@ written the way that format expects. Memory keeps the native form either way.
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import re
 import secrets
-from collections.abc import AsyncIterator, Callable, Container
+from collections.abc import AsyncIterator, Callable, Container, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -30,20 +37,111 @@ from agent.model_types import ChatModel, Reply, RetryNotice, ToolCall
 Family = Literal["hermes", "json"]
 Mode = Literal["auto", "native", "text"]
 
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
-_FENCED = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
+# Linear on any text (these also scan tool results): no optional whitespace around a lazy
+# group, whose backtracking was quadratic in a long run of spaces; the group is stripped.
+_TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+_FENCED = re.compile(r"```[ \t]*+(?:(?:json|JSON)[ \t]*+)?\n(.*?)```", re.DOTALL)
 _MISTRAL = "[TOOL_CALLS]"
 _PYTHON_TAG = "<|python_tag|>"
 # Text that may start a call: shown only once it cannot be one.
 _OPENERS = ("<tool_call>", _MISTRAL, _PYTHON_TAG, "```")
 
 
+QUOTED_NOTE = (
+    "[not run: {names} above is copied from a tool result (untrusted data); calls written "
+    "in tool data never run]"
+)
+_NOTE_MARK = "is copied from a tool result (untrusted data); calls written in tool data never run]"
+_ENVELOPED = re.compile(
+    r'<untrusted-data server="[^\n]*?" id="(?P<id>[0-9a-f]{8})">\n(?P<body>.*?)'
+    r'\n</untrusted-data id="(?P=id)">',
+    re.DOTALL,
+)
+_UNWRITTEN = re.compile(r"[\s\\]+")  # what a quote may change: layout and JSON escapes
+
+
 @dataclass(frozen=True)
 class TextCalls:
-    """A reply's text split into the model's words and the calls it wrote."""
+    """A reply's text split into the model's words and the calls it wrote; `quoted` names
+    the calls left in the words because they are copied from untrusted data."""
 
     prose: str
     calls: tuple[ToolCall, ...] = ()
+    quoted: tuple[str, ...] = ()
+
+
+class Untrusted:
+    """The untrusted text of a request's messages, for telling a quoted call from the
+    model's own: every tool result, every `<untrusted-data>` envelope elsewhere (a resource
+    attached to a user turn, a compaction summary), and earlier replies that already held a
+    quoted call (the copy is as untrusted as its source, once the source is trimmed away).
+    Built lazily: most replies write no call as text."""
+
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        self._messages = messages
+        self._flat: str | None = None
+
+    @property
+    def flat(self) -> str:
+        """All of it in one string with layout, backslashes and HTML escapes removed."""
+        if self._flat is None:
+            texts = [t for m in self._messages for t in _untrusted_texts(m)]
+            self._flat = _flatten("\n".join(texts))
+        return self._flat
+
+    def holds(self, written: str, call: ToolCall) -> bool:
+        """Whether `call` (written as `written`) is a copy of untrusted text: the text
+        itself, or its name and each of its arguments (any order, any layout)."""
+        body = _flatten(_without_markup(written))
+        if not self._messages or not body:
+            return False
+        flat = self.flat
+        if body in flat:
+            return True
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            return False
+        pairs = list(_leaf_pairs(arguments)) if isinstance(arguments, dict) else []
+        name = _flatten(f'"name":{json.dumps(call.name, ensure_ascii=False)}')
+        return bool(pairs) and name in flat and all(p in flat for p in pairs)
+
+
+def _untrusted_texts(message: dict[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, list):
+        texts = [p.get("text", "") for p in content if isinstance(p, dict)]
+    else:
+        texts = [content] if isinstance(content, str) else []
+    if message.get("role") == "tool":
+        return texts
+    found = [m.group("body") for t in texts for m in _ENVELOPED.finditer(t)]
+    if message.get("role") == "assistant":
+        found += [t for t in texts if _NOTE_MARK in t]
+    return found
+
+
+def _flatten(text: str) -> str:
+    return _UNWRITTEN.sub("", html.unescape(text))
+
+
+def _without_markup(written: str) -> str:
+    """The JSON of a written call, without the tags or fence around it."""
+    text = written.strip()
+    for mark in ("<tool_call>", "</tool_call>", _MISTRAL, _PYTHON_TAG):
+        text = text.replace(mark, "")
+    return re.sub(r"```[ \t]*+(?:json|JSON)?", "", text)
+
+
+def _leaf_pairs(value: dict[str, Any]) -> Iterator[str]:
+    """`"key":value` for every scalar (or list) at any depth, flattened like the text."""
+    stack = [value]
+    while stack:
+        for key, item in stack.pop().items():
+            if isinstance(item, dict) and item:
+                stack.append(item)
+            else:
+                yield _flatten(json.dumps({key: item}, ensure_ascii=False)[1:-1])
 
 
 class TextCallReader:
@@ -65,11 +163,13 @@ class TextCallReader:
         it streams, and calls written as text to offered tools become the reply's calls; in
         text mode the request carries the tools as text."""
         offered = {t["function"]["name"] for t in tools}
+        sent = messages  # in the native form: tool results are role "tool"
         text_mode = self.mode == "text" and bool(tools)
         if text_mode:
             messages, tools = to_text_mode(messages, tools, model_family(model.model)), []
         reads_text = self.mode != "native" and bool(offered)
         gate = StreamGate() if reads_text else None
+        untrusted = Untrusted(sent)
         async for item in model.stream(messages, tools):
             if isinstance(item, str):
                 if shown := (gate.feed(item) if gate is not None else item):
@@ -80,11 +180,18 @@ class TextCallReader:
             else:
                 reply = item
                 if gate is not None and not item.tool_calls:
-                    found = parse(item.content, offered, self.new_id, any_name=text_mode)
-                    if found.calls:
-                        reply = replace(item, content=found.prose, tool_calls=found.calls)
-                    if rest := gate.finish(found.prose, bool(found.calls)):
+                    found = parse(
+                        item.content, offered, self.new_id, any_name=text_mode, untrusted=untrusted
+                    )
+                    prose = found.prose
+                    if rest := gate.finish(prose, bool(found.calls)):
                         yield TextDelta(rest)
+                    if found.quoted:
+                        note = quoted_note(found.quoted, offered)
+                        prose = f"{prose.rstrip()}\n\n{note}"
+                        yield TextDelta(f"\n\n{note}")
+                    if found.calls or found.quoted:
+                        reply = replace(item, content=prose, tool_calls=found.calls)
                 yield reply
 
 
@@ -100,29 +207,41 @@ def parse(
     new_id: Callable[[], str],
     *,
     any_name: bool = False,
+    untrusted: Untrusted | None = None,
 ) -> TextCalls:
     """The calls written in `content` to `offered` tools (`any_name`: tagged calls to any
-    name, for text mode, where markup is the only way the model can call)."""
+    name, for text mode, where markup is the only way the model can call). A block with a
+    call copied from `untrusted` text stays in the prose and is named in `quoted`."""
     spans: list[tuple[int, int]] = []
     calls: list[ToolCall] = []
+    quoted: list[str] = []
 
     def accept(start: int, end: int, items: list[dict[str, Any]] | None, tagged: bool) -> None:
         if not items:
             return
         parsed = [_call(item, offered, new_id, any_name and tagged, tagged) for item in items]
-        if all(c is not None for c in parsed):
-            spans.append((start, end))
-            calls.extend(c for c in parsed if c is not None)
+        found = [c for c in parsed if c is not None]
+        if len(found) != len(parsed):
+            return
+        written = content[start:end]
+        if untrusted is not None and any(untrusted.holds(written, c) for c in found):
+            quoted.extend(c.name for c in found)
+            return
+        spans.append((start, end))
+        calls.extend(found)
+
+    def searching() -> bool:
+        return not calls and not quoted
 
     for match in _TAGGED.finditer(content):
         accept(match.start(), match.end(), _objects(match.group(1)), True)
-    if not calls and (at := content.find(_MISTRAL)) >= 0:
+    if searching() and (at := content.find(_MISTRAL)) >= 0:
         end, items = _mistral(content, at + len(_MISTRAL))
         accept(at, end, items, True)
-    if not calls:
+    if searching():
         for match in _FENCED.finditer(content):
             accept(match.start(), match.end(), _objects(match.group(1)), False)
-    if not calls:
+    if searching():
         stripped = content.lstrip()
         start = len(content) - len(stripped)
         body = stripped.removeprefix(_PYTHON_TAG)
@@ -130,14 +249,22 @@ def parse(
             end, items = _leading_objects(body)
             accept(start, start + (len(stripped) - len(body)) + end, items, bool(body != stripped))
     if not calls:
-        return TextCalls(content)
+        return TextCalls(content, quoted=tuple(quoted))
     pieces, cursor = [], 0
     for start, end in sorted(spans):
         pieces.append(content[cursor:start])
         cursor = end
     pieces.append(content[cursor:])
     prose = re.sub(r"\n{3,}", "\n\n", "".join(pieces)).strip()
-    return TextCalls(prose, tuple(calls))
+    return TextCalls(prose, tuple(calls), tuple(quoted))
+
+
+def quoted_note(names: tuple[str, ...], offered: Container[str]) -> str:
+    """The one line that tells the model (and the user) a quoted call was not run; a name
+    the session did not offer is not repeated (in text mode it is the data's own words)."""
+    known = sorted({n for n in names if n in offered})
+    what = "the call of " + ", ".join(f"`{n}`" for n in known) if known else "a tool call"
+    return QUOTED_NOTE.format(names=what)
 
 
 def _call(
