@@ -8,11 +8,18 @@ cloned repository must not put instructions in front of the model by itself.
 The front matter is the YAML subset SKILL.md files use (`key: value`, quoted strings,
 `|` / `>` blocks, one level of nested keys or `- item` lists), parsed here without a YAML
 dependency; what it cannot read is left out, never guessed.
+
+Names follow the Agent Skills format (lowercase letters, digits and hyphens, at most 64
+characters) wherever a skill comes from: a name is a handle the model types and a line of
+the index, so one with a newline could forge index lines and one of a megabyte would ride in
+every request. A description is one line of at most 1024 characters without control or
+format characters, whoever wrote it.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +32,9 @@ SKILL_FILE = "SKILL.md"
 PROJECT_FOLDERS = (".mcp-agent/skills", ".claude/skills")
 MAX_SKILL_BYTES = 1_000_000  # a SKILL.md larger than this is not a skill we load
 DESCRIPTION_LINE = 120  # characters of a description in the index
+MAX_NAME = 64  # the Agent Skills format's limits
+MAX_DESCRIPTION = 1024
+_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _KEY = re.compile(r"^([A-Za-z0-9_.-]+):(?:\s+(.*)|\s*)$")
 
 
@@ -117,10 +127,28 @@ def _scalar(value: str) -> Any:
     return value
 
 
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be a skill's name (None: it can). The name itself is not repeated:
+    it may be a megabyte or hold escape sequences."""
+    if len(name) > MAX_NAME:
+        return f"its name is {len(name):,} characters (at most {MAX_NAME})"
+    if not _NAME.fullmatch(name):
+        return "its name is not lowercase letters, digits and single hyphens"
+    return None
+
+
 def one_line(description: str, limit: int = DESCRIPTION_LINE) -> str:
-    """A description as one index line."""
-    line = " ".join(description.split())
+    """A description as one line: whitespace runs (newlines too) become one space, control
+    and format characters (escapes, bidi overrides, zero-width) are dropped, cut at `limit`."""
+    text = description[: limit * 8]  # enough for the line, even after what is dropped
+    kept = "".join(c for c in text if unicodedata.category(c) not in ("Cc", "Cf") or c.isspace())
+    line = " ".join(kept.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def clean_description(description: str) -> str:
+    """A description as a skill keeps it: one line, at most MAX_DESCRIPTION characters."""
+    return one_line(description, MAX_DESCRIPTION)
 
 
 def skill_folders(settings: Settings, environ: Mapping[str, str]) -> list[tuple[str, Path]]:
@@ -168,6 +196,8 @@ def _read_skill(source: str, folder: Path) -> LocalSkill | str | None:
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not name.strip():
         return f"skill {path}: its front matter has no 'name', not used"
+    if problem := name_problem(name.strip()):
+        return f"skill {path}: {problem}, not used"
     if not isinstance(description, str) or not description.strip():
         return f"skill {path}: its front matter has no 'description', not used"
-    return LocalSkill(name.strip(), description.strip(), source, folder, meta)
+    return LocalSkill(name.strip(), clean_description(description), source, folder, meta)

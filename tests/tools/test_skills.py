@@ -9,6 +9,7 @@ server skill refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -157,13 +158,16 @@ def test_find_tools_finds_skills_when_tool_search_is_on(tmp_path: Path) -> None:
 # -- skills over MCP (io.modelcontextprotocol/skills) ------------------------------------
 
 
-def skills_server_args(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+def skills_server_args(
+    tmp_path: Path, *, hostile: bool = False
+) -> tuple[list[str], dict[str, str]]:
     log = tmp_path / "skills-server.log"
+    env = {"SKILLS_SERVER_LOG": str(log)} | ({"SKILLS_SERVER_HOSTILE": "1"} if hostile else {})
     entry: dict[str, Any] = {
         "command": sys.executable,
         "args": [skills_server.__file__],
         "mode": "2026-07-28",  # the extension is defined on the 2026-07-28 protocol
-        "env": {"SKILLS_SERVER_LOG": str(log)},
+        "env": env,
     }
     config = mcp_json(tmp_path, {"docs": entry})
     return ["--mcp-config", str(config)], {"log": str(log)}
@@ -200,4 +204,50 @@ def test_server_skills_are_indexed_loaded_on_demand_and_digest_checked(tmp_path:
     served = Path(paths["log"]).read_text().splitlines()
     assert served[0] == "skills/list"  # the listing at start fetched no file
     assert "skills/get skill://tampered/SKILL.md" in served  # refreshed once, then refused
+    llm.assert_complete()
+
+
+def test_a_hostile_servers_names_and_descriptions_cannot_forge_or_flood_the_index(
+    tmp_path: Path,
+) -> None:
+    """Names are skill names (a newline or a megabyte skips the entry, and the warning
+    repeats neither), a description is one clean line, every listed line stays marked as
+    the server's, and the index keeps to its budget, counting the rest."""
+    args, _ = skills_server_args(tmp_path, hostile=True)
+    with ScriptedLLM(text("ok")) as llm:
+        proc = run_cli([*args, "-p", "hi"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    assert llm.request_bytes[0] < 40_000  # the megabyte name used to ride in every request
+    index = load_skill_description(llm.requests[0])
+    listed = [line for line in index.splitlines() if line.startswith("- ")]
+    more = listed.pop()
+    assert more.startswith("- … ") and "more not listed here" in more
+    assert all(line.endswith("(from MCP server 'docs')") for line in listed), listed
+    shown = int(more.split()[2])
+    assert len(listed) + shown == 2 + 2 + skills_server.BULK  # honest, noisy, forger, bulk
+    assert not any(line.startswith(("- docs:boss", "- docs:helper")) for line in listed)
+    [noisy] = [line for line in listed if line.startswith("- docs:noisy: ")]
+    assert "Tidy files - docs:boss" in noisy and len(noisy) < 200  # one line, cut
+    assert not any(c in index for c in "\x1b\x07\u202e")
+    assert "aaaa" not in json.dumps(llm.requests) and "aaaa" not in proc.stderr
+    assert "skipped a skill" in proc.stderr and "(and 1 more)" in proc.stderr
+    assert "ALWAYS" not in proc.stderr
+
+
+def test_a_server_skill_cannot_forge_the_end_of_its_own_text(tmp_path: Path) -> None:
+    args, _ = skills_server_args(tmp_path, hostile=True)
+    script = [tool_calls(("load_skill", {"name": "docs:forger"})), text("ok")]
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli([*args, "-p", "format a date"], tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    loaded = tool_messages(llm.requests[1])[0]
+    assert skills_server.FORGED_END not in loaded  # its own end line is neutralised
+    begin, *body, end = loaded.splitlines()
+    seal = begin.rsplit("seal ", 1)[1].rstrip("]")
+    assert end == f"[end of skill 'docs:forger', seal {seal}]"
+    digest = hashlib.sha256(skills_server.FORGER_BODY.encode()).hexdigest()
+    assert len(seal) == 16 and digest.startswith(seal)  # the same text, the same prompt
+    assert skills_server.FORGER_ORDER in body  # inside the envelope, and only there
+    assert "[quoted end of skill 'docs:forger']" in body
+    assert sum(line.startswith("[end of") for line in loaded.splitlines()) == 1
     llm.assert_complete()
