@@ -16,6 +16,8 @@ import contextlib
 import http.server
 import json
 import re
+import select
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -283,6 +285,63 @@ def test_the_sandbox_page_carries_webrtc_block_and_a_permissions_policy_the_brow
     assert "webrtc 'block'" in headers["content-security-policy"].split("; ")
     policy = headers["permissions-policy"].split(", ")
     assert "microphone=(self)" in policy and "camera=()" in policy and "usb=()" in policy
+
+
+SENDS_STUN = """(body, port) => {
+  const pc = new RTCPeerConnection({iceServers: [{urls: "stun:127.0.0.1:" + port}]});
+  window.kept = pc;
+  pc.createDataChannel("probe");
+  window.gathered = new Promise((resolve) => {
+    pc.onicegatheringstatechange = () => pc.iceGatheringState === "complete" && resolve();
+  });
+  pc.createOffer().then((offer) => pc.setLocalDescription(offer));
+}"""
+
+
+def start_stun(browser: Any, link: str, port: int) -> Any:
+    """The app's page, opened from `link`, gathering ICE candidates with a STUN server at
+    127.0.0.1:`port`; the app's document."""
+    page = browser.new_page()
+    page.goto(link)
+    body = app_frame(page).locator("body")
+    expect(body.locator("#init")).to_have_text("run_mcp")
+    body.evaluate(SENDS_STUN, port)
+    return body
+
+
+def test_webrtc_gets_past_the_csp_unless_the_browser_is_told_what_the_docs_say(
+    tmp_path: Path, browser: Any
+) -> None:
+    """The limit docs/extensions.md owns up to, and its advice, in this chromium: a page with
+    no network granted (connect-src 'none', `webrtc 'block'`) still sends STUN packets; a
+    chromium started with --webrtc-ip-handling-policy=disable_non_proxied_udp sends none."""
+    config = mcp_json(tmp_path, {"a": page_server(tmp_path, "a", "")})
+    advised = [*BROWSER_ARGS, "--webrtc-ip-handling-policy=disable_non_proxied_udp"]
+    with ScriptedLLM() as llm, stun_server() as (first, port), stun_server() as (second, port2):
+        told = browser.browser_type.launch(executable_path=chromium_path(), args=advised)
+        repl = ReplProcess(config, tmp_path, llm.base_url)
+        try:
+            repl.send("/app a__show")
+            start_stun(browser, repl.wait_for(URL)["url"], port)
+            assert select.select([first], [], [], WAIT)[0], "no STUN packet"  # it got out
+            mark = len(repl.seen)
+            repl.send("/app a__show")
+            body = start_stun(told, repl.wait_for(URL, since=mark)["url"], port2)
+            body.evaluate("() => window.gathered")  # nothing to gather: done at once
+            assert not select.select([second], [], [], 0)[0]  # and nothing was sent
+            code, _ = repl.finish()
+        finally:
+            repl.kill()
+            told.close()
+    assert code == 0, "\n".join(repl.seen)
+
+
+@contextlib.contextmanager
+def stun_server() -> Iterator[tuple[socket.socket, int]]:
+    """A UDP socket on 127.0.0.1 where a page's STUN packets would arrive, and its port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock, sock.getsockname()[1]
 
 
 # -- 18: ui/message -----------------------------------------------------------------------
