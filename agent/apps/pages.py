@@ -1,11 +1,11 @@
 """The two pages the host serves: the host page (one per app view) and the sandbox proxy.
 
 The spec's web-host layout (SEP-1865, "Sandbox proxy"): the host page embeds a sandbox page
-of another origin (here: the other loopback port), which loads the app's HTML into an inner
-frame and forwards messages both ways. The app can reach neither the host page nor the
-session's token. Both scripts only relay: the host page posts what the frame says to the
-session (`send`) and long-polls what the session says back (`recv`); every decision is made
-in Python (agent.apps.bridge).
+of another origin (here: a loopback port of the app's server's own), which loads the app's
+HTML into an inner frame and forwards messages both ways. The app can reach neither the
+host page nor the session's token. Both scripts only relay: the host page posts what the
+frame says to the session (`send`) and long-polls what the session says back (`recv`);
+every decision is made in Python (agent.apps.bridge).
 """
 
 from __future__ import annotations
