@@ -239,8 +239,7 @@ class Skills:
         lines: list[str] = []
         used = 0
         for skill in self.all[:INDEX_LIMIT]:
-            origin = f" (from MCP server '{skill.server}')" if skill.server else ""
-            line = f"- {skill.handle}: {one_line(skill.description)}{origin}"
+            line = f"- {skill.handle}: {one_line(skill.description)}{_origin(skill)}"
             if used + len(line) + 1 > INDEX_BUDGET:
                 break
             lines.append(line)
@@ -281,7 +280,7 @@ class Skills:
     def search(self, query: str, limit: int) -> list[str]:
         """Lines for `find_tools`: skills whose name or description share a word."""
         return [
-            f"- skill {s.handle}: {one_line(s.description)} (load it with {LOAD_SKILL})"
+            f"- skill {s.handle}: {one_line(s.description)}{_origin(s)} (load it with {LOAD_SKILL})"
             for _, _, s in self._ranked(query)[:limit]
         ]
 
@@ -446,6 +445,11 @@ async def _list_entries(server: ToolServer) -> list[Any]:
         if not isinstance(cursor, str) or not cursor:
             break
     return entries
+
+
+def _origin(skill: Skill) -> str:
+    """The mark a server's skill carries on every line that lists it."""
+    return f" (from MCP server '{skill.server}')" if skill.server else ""
 
 
 def _distinct(skills: list[Skill]) -> list[Skill]:
