@@ -44,3 +44,17 @@ def test_the_tests_readme_names_every_folder_of_tests() -> None:
     readme = (ROOT / "tests" / "README.md").read_text(encoding="utf-8")
     folders = sorted({path.parent.name for path in (ROOT / "tests").glob("*/test_*.py")})
     assert [name for name in folders if f"]({name}/)" not in readme] == []
+
+
+def test_every_test_docs_security_md_names_exists() -> None:
+    """docs/security.md is the map of every way in and out and the test that proves its
+    guard: a renamed or deleted test must not leave the map pointing at nothing."""
+    page = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    missing = []
+    for path, name in re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", page):
+        file = ROOT / path
+        if not file.is_file():
+            missing.append(path)
+        elif name and f"def {name}(" not in file.read_text(encoding="utf-8"):
+            missing.append(f"{path}::{name}")
+    assert missing == [], missing

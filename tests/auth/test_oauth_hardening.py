@@ -180,6 +180,7 @@ def test_login_whose_token_endpoint_is_unreachable_names_it_and_not_the_same_log
     assert "Traceback" not in login.stderr
     [line] = error_lines(login.stderr)
     assert line.startswith(
-        f"error: server 'vault': connect failed: login failed at token: could not reach {dead} (ConnectError: "
+        "error: server 'vault': connect failed: login failed at token: "
+        f"could not reach {dead} (ConnectError: "
     ), line
     assert "401" not in line and "--login" not in line, line
