@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Entry point: `python run_mcp.py --help`. All logic lives in agent.cli."""
+"""Entry point: `python run_mcp.py --help`. All logic lives in agent.cli.main."""
 
-from agent.cli import entry
+from agent.cli.main import entry
 
 if __name__ == "__main__":
     entry()

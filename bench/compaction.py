@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 
-from agent.compaction import SUMMARY_SYSTEM
-from agent.memory import Memory, estimate_tokens
-from agent.model_types import Reply, Usage
-from agent.react import Agent
+from agent.common.memory import Memory, estimate_tokens
+from agent.loop.compaction import SUMMARY_SYSTEM
+from agent.loop.react import Agent
+from agent.model.model_types import Reply, Usage
 from bench.measures import Row
 from tests.support.fake_model import FakeModel, FakeTools, calls
 

@@ -18,7 +18,7 @@ import anyio
 from mcp import Client, StdioServerParameters, stdio_client
 from rich.console import Console
 
-from agent.config import ServerConfig, Settings
+from agent.config.settings import ServerConfig, Settings
 from agent.tools.registry import ToolRegistry
 from agent.ui.render import LogLines
 from bench.measures import Row

@@ -5,7 +5,7 @@
 Writes a transcript of about `--size-mb` MB (turns of a user question, an assistant tool
 call, a 19 KB tool result and an answer: ~210,000 messages per GB) and one of 40 messages in
 a temporary folder, then loads each in a fresh process the way `--resume` does
-(`agent.transcript.load` with the default window's budget) and reports wall time and peak
+(`agent.common.transcript.load` with the default window's budget) and reports wall time and peak
 RSS of that process, next to a process that only imports the module. `--whole` also times
 reading the big file whole (what resume did before): expect seconds and gigabytes.
 """
@@ -25,12 +25,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 LOAD = """
 import sys, time
 from pathlib import Path
-from agent.transcript import load
+from agent.common.transcript import load
 started = time.perf_counter()
 loaded = load(Path(sys.argv[1]), max_tokens=int(sys.argv[2]))
 print(len(loaded.messages), time.perf_counter() - started, open("/proc/self/status").read())
 """
-IMPORT_ONLY = 'import agent.transcript; print(0, 0.0, open("/proc/self/status").read())'
+IMPORT_ONLY = 'import agent.common.transcript; print(0, 0.0, open("/proc/self/status").read())'
 WHOLE = """
 import json, sys, time
 from pathlib import Path

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 
-from agent.config import ServerConfig
+from agent.config.settings import ServerConfig
 from agent.tools.mcp import MCPServerConnection
 from agent.tools.tasks import TaskWatch
 from bench.measures import Row, workdir

@@ -2,7 +2,7 @@
 exported to a local OTLP/HTTP endpoint), measured alternately in the same conditions.
 
 Off is the default and must cost nothing (the SDK and the exporter are never imported:
-tests/core/test_telemetry.py); on is documented, not targeted.
+tests/extensions/test_telemetry.py); on is documented, not targeted.
 """
 
 from __future__ import annotations

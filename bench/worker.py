@@ -1,6 +1,6 @@
 """In-process measurements, run in a child process: `python -m bench.worker MODE ARGS_JSON`.
 
-The agent runs here (ToolRegistry + Agent wired as agent/startup.py does) while the scripted
+The agent runs here (ToolRegistry + Agent wired as agent/session/startup.py does) while the scripted
 model runs in the parent, so model time and agent time never share a GIL. Prints one JSON
 object on stdout.
 """
@@ -23,11 +23,11 @@ from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.session import ClientSession
 from rich.console import Console
 
-from agent.config import ServerConfig, Settings
-from agent.config_build import build_settings
-from agent.model_types import Reply
-from agent.startup import build_agent, make_model, open_transcript
-from agent.tool_offer import AGENT_TOOL_NAMES
+from agent.config.build import build_settings
+from agent.config.settings import ServerConfig, Settings
+from agent.loop.tool_offer import AGENT_TOOL_NAMES
+from agent.model.model_types import Reply
+from agent.session.startup import build_agent, make_model, open_transcript
 from agent.tools.registry import ToolRegistry
 
 SETTLE_SECONDS = 0.6  # server-everything's list_changed burst -> one debounced re-list (0.25 s)

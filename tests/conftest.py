@@ -15,7 +15,7 @@ import pytest
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.config import Settings
+from agent.config.settings import Settings
 from agent.tools.registry import ToolRegistry
 from tests.support.servers import everything_server
 

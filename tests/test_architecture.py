@@ -44,30 +44,24 @@ def imports_in(tree: ast.AST) -> set[str]:
 # at module level or inside a function (a lazy import still ties the layers together).
 # A module's layer is its longest listed prefix, so a new module must be placed here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # entry points: the commands, and the bundled server (a program of its own)
-    ("agent.cli", "agent.login", "agent.mcp_cli", "agent.trust_cli", "agent.server"),
-    ("agent.front_ends",),  # the single-shot run and the REPL, built on an open session
-    # opens a session (and closes it); a single-shot run's stdout
-    ("agent.startup", "agent.session_hooks", "agent.output"),
-    # front ends and what they show or answer: REPL, app views, resources, skills, server asks
-    ("agent.ui", "agent.apps.host", "agent.catalog", "agent.skills", "agent.server_requests"),
-    # the loop and what it calls on each step
-    ("agent.react", "agent.compaction", "agent.hooks", "agent.textcalls", "agent.events")
-    + ("agent.vision", "agent.approval", "agent.context_budget", "agent.tool_offer")
-    + ("agent.reply_calls", "agent.call_runner", "agent.gate"),
-    # tool servers, their logins, app pages; the one module that touches the SDK's privates
-    ("agent.tools", "agent.auth", "agent.apps", "agent.sdk_private"),
-    # settings and the files they come from; the model client
-    ("agent.config", "agent.config_build", "agent.config_servers", "agent.server_env")
-    + ("agent.config_checks", "agent.config_files", "agent.dialects")
-    + ("agent.trust", "agent.saved_approvals", "agent.hook_files", "agent.skill_files")
-    + ("agent.login_files", "agent.transcript", "agent.llm", "agent.prices")
-    + ("agent.model_types", "agent.openai_errors")
-    + ("agent.sampling_tools", "agent.local", "agent.telemetry", "agent.telemetry_open")
-    + ("agent.telemetry_otel",),
-    # leaves: secrets, messages, images, errors, process hygiene
-    ("agent.redact", "agent.memory", "agent.images", "agent.errors", "agent.text")
-    + ("agent.private", "agent.signals", "agent.malloc"),
+    # entry points: the command line, and the bundled server (a program of its own)
+    ("agent.cli", "agent.server"),
+    # one session, opened the same way for every front end
+    ("agent.session",),
+    # what people see and answer: the REPL, a single-shot run's output, the app pages' host
+    ("agent.ui", "agent.apps.host"),
+    # the loop and what each step calls
+    ("agent.loop",),
+    # hooks, skills, telemetry
+    ("agent.extensions",),
+    # tool servers, what they offer besides tools and ask of us; the app pages' protocol
+    ("agent.tools", "agent.apps"),
+    # logins to servers; the model client
+    ("agent.auth", "agent.model"),
+    # settings, the files they come from, trust
+    ("agent.config",),
+    # what everything shares
+    ("agent.common",),
 )
 
 
@@ -119,20 +113,25 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
     graph = import_graph()
-    assert graph["agent.startup"] >= {"agent.config", "agent.react"}  # the graph is real
+    assert graph["agent.session.startup"] >= {
+        "agent.config.settings",
+        "agent.loop.react",
+    }  # the graph is real
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
 def test_lower_layers_never_import_upper_ones() -> None:
     graph = import_graph()
     for name, deps in graph.items():
-        if name != "agent.cli":
-            assert "agent.cli" not in deps, name
-        if name not in ("agent.cli", "agent.front_ends", "agent.startup"):
-            assert "agent.startup" not in deps, f"{name} imports start-up; pass it down"
-        if name != "agent.cli":
-            assert "agent.front_ends" not in deps, f"{name} imports the front ends"
-    assert not {d for d in graph["agent.redact"] if d != "agent.errors"}, graph["agent.redact"]
+        if name != "agent.cli.main":
+            assert "agent.cli.main" not in deps, name
+        if name not in ("agent.cli.main", "agent.cli.front_ends", "agent.session.startup"):
+            assert "agent.session.startup" not in deps, f"{name} imports start-up; pass it down"
+        if name != "agent.cli.main":
+            assert "agent.cli.front_ends" not in deps, f"{name} imports the front ends"
+    assert not {d for d in graph["agent.common.redact"] if d != "agent.common.errors"}, graph[
+        "agent.common.redact"
+    ]
     assert not any(d.startswith("agent.ui") for d in graph["agent.ui.input"])
 
 
@@ -142,7 +141,7 @@ def test_the_slash_commands_are_given_what_they_read_not_the_repl() -> None:
     graph = import_graph()
     assert "agent.ui.commands" in graph["agent.ui.repl"]
     importers = sorted(name for name, deps in graph.items() if "agent.ui.repl" in deps)
-    assert importers == ["agent.front_ends"], importers
+    assert importers == ["agent.cli.front_ends"], importers
 
 
 def test_every_module_has_a_layer() -> None:
@@ -153,15 +152,20 @@ def test_every_module_has_a_layer() -> None:
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
     graph = import_graph()
-    assert "agent.login_files" in graph["agent.config"]  # the graph sees function bodies too
+    assert (
+        "agent.config.login_files" in graph["agent.config.settings"]
+    )  # the graph sees function bodies too
     assert upward_imports(graph) == []
     # config reads the stored logins' secrets itself, not through the auth layer above it
-    assert "agent.auth.store" not in graph["agent.config"]
+    assert "agent.auth.store" not in graph["agent.config.settings"]
 
 
 def test_the_layer_check_finds_an_import_from_above() -> None:
-    graph = {"agent.config": {"agent.auth.store", "agent.errors"}, "agent.auth.store": set()}
-    assert upward_imports(graph) == ["agent.config -> agent.auth.store"]
+    graph = {
+        "agent.config.settings": {"agent.auth.store", "agent.common.errors"},
+        "agent.auth.store": set(),
+    }
+    assert upward_imports(graph) == ["agent.config.settings -> agent.auth.store"]
     late = "def f():\n    from agent.auth.store import token_file\n"
     assert imports_in(ast.parse(late)) == {"agent.auth.store", "agent.auth.store.token_file"}
 
@@ -173,17 +177,17 @@ def test_only_the_registry_knows_the_mcp_connection_class() -> None:
     graph = import_graph()
     for name in (
         "agent.ui.repl",
-        "agent.catalog",
-        "agent.skills",
+        "agent.tools.catalog",
+        "agent.extensions.skills",
         "agent.apps.host",
-        "agent.login",
+        "agent.cli.login_command",
     ):
         assert name in graph, name
     for name, deps in graph.items():
         above = name.startswith(("agent.ui", "agent.apps")) or name in (
-            "agent.catalog",
-            "agent.skills",
-            "agent.login",
+            "agent.tools.catalog",
+            "agent.extensions.skills",
+            "agent.cli.login_command",
         )
         if above:
             assert "agent.tools.mcp" not in deps, f"{name} imports agent.tools.mcp"
@@ -234,7 +238,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 # -- one seam to the mcp SDK
 
-SDK_SEAM = "agent.sdk_private"  # the one module that may reach private SDK names
+SDK_SEAM = "agent.common.sdk_private"  # the one module that may reach private SDK names
 SDK_PACKAGES = ("mcp", "mcp_types")
 
 
@@ -388,10 +392,10 @@ self._ours = 1
 # --------------------------------------------------------------------------- one gate
 
 # Who may ask for a server's tool to run, and why each may. Everyone else goes through the
-# gate (agent/gate.py: hooks, approval, run, record): a page's call reaches AppHost.call_tool
+# gate (agent/loop/gate.py: hooks, approval, run, record): a page's call reaches AppHost.call_tool
 # (the bridge's `services.call_tool`), which hands it to the gate.
 TOOL_CALLERS = {
-    "agent.call_runner": "runs a call the gate decided (ToolBox.call)",
+    "agent.loop.call_runner": "runs a call the gate decided (ToolBox.call)",
     "agent.tools.registry": "the registry's call, made only by the call runner",
     "agent.tools.mcp": "the connection's own request to the SDK",
     "agent.apps.bridge": "a page's tools/call, handed to AppHost.call_tool (the gate)",
@@ -417,7 +421,7 @@ def test_no_second_door_to_a_server_s_tools() -> None:
             continue
         found = tool_calls_in(ast.parse(path.read_text(encoding="utf-8")))
         doors += [f"{name} {where}" for where in found]
-    assert not doors, f"a tool call that skips agent/gate.py: {doors}"
+    assert not doors, f"a tool call that skips agent/loop/gate.py: {doors}"
 
 
 def test_the_door_finder_finds_a_direct_call() -> None:
@@ -436,12 +440,12 @@ RAW_WRITES_ALLOWED: dict[str, tuple[int, str]] = {
     "agent.server.__main__": (1, "the bundled server, a process of its own, not our terminal"),
     "agent.tools.result_search": (4, "read_result's worker process: its stdout is a pipe"),
     # Below agent.ui (they cannot import the writer): our own words and a path, no content.
-    "agent.signals": (1, "the name of the signal that ends the process, said as it ends"),
-    "agent.dialects": (1, "a `note:` line about how a file was read (config layer)"),
-    "agent.config_servers": (1, "the world-readable secrets warning: a path and key names"),
+    "agent.common.signals": (1, "the name of the signal that ends the process, said as it ends"),
+    "agent.config.dialects": (1, "a `note:` line about how a file was read (config layer)"),
+    "agent.config.servers": (1, "the world-readable secrets warning: a path and key names"),
     "agent.auth.login": (1, "LoginHost's default notify; front ends pass a SafeConsole's"),
     # Each of its lines goes through clean() already (workspace trust's own module).
-    "agent.trust_cli": (5, "`run_mcp.py trust` lines, each through agent.ui.safe.clean"),
+    "agent.cli.trust_command": (5, "`run_mcp.py trust` lines, each through agent.ui.safe.clean"),
 }
 
 
@@ -498,3 +502,19 @@ def test_the_writer_finder_finds_every_kind_of_raw_write() -> None:
         "line 6: Console()",
     ]
     assert raw_writes_in(ast.parse("SafeConsole(stderr=True).print('x')\nconsole.print(1)")) == []
+
+
+def test_every_package_says_what_it_holds_and_what_it_may_import() -> None:
+    """A newcomer opens a package's __init__.py and learns its place: what it holds, and the
+    packages it may import (the rule LAYERS enforces)."""
+    silent = []
+    for init in sorted(ROOT.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        if "May import:" not in doc or len(doc.split("May import:")[0].strip()) < 40:
+            silent.append(init.parent.name)
+    assert silent == [], f"say what these hold and what they may import: {silent}"
+
+
+def test_the_top_level_keeps_only_the_package_itself() -> None:
+    """Modules live in packages named for what they hold; `agent/` itself holds none."""
+    assert sorted(p.name for p in ROOT.glob("*.py")) == ["__init__.py"]

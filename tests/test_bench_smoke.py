@@ -121,3 +121,17 @@ def test_a_run_killed_from_outside_before_asking_the_model_is_run_again(
     assert result.returncode == 0 and result.stdout == "hello\n"
     assert "was killed by signal 9" in capsys.readouterr().err
     llm.assert_complete()
+
+
+def test_the_benchmarks_import_without_pytest() -> None:
+    """The bench shares the scripted model and the server helpers with the tests, but runs
+    where pytest is not installed: every bench module imports with pytest made unimportable."""
+    modules = sorted(p.stem for p in (REPO_ROOT / "bench").glob("*.py") if p.stem != "__init__")
+    probe = "import sys, importlib\nsys.modules['pytest'] = None\n" + "".join(
+        f"importlib.import_module('bench.{name}')\n" for name in modules
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(modules) >= 10, modules

@@ -1,4 +1,4 @@
-"""The private names of the mcp SDK that agent/sdk_private.py relies on are still there,
+"""The private names of the mcp SDK that agent/common/sdk_private.py relies on are still there,
 in the shape it uses them: a new SDK release that renames or reshapes one fails here, not
 on a user's machine. pyproject pins the SDK to the minor version this passed on; to move
 the pin, install the new version and run this file first.
@@ -23,7 +23,7 @@ from mcp.shared.auth import OAuthClientMetadata
 from mcp.shared.message import SessionMessage
 from pydantic import AnyUrl
 
-from agent.sdk_private import (
+from agent.common.sdk_private import (
     ProviderHooks,
     absorb_tool_listing,
     send_raw_request,

@@ -10,4 +10,7 @@ the user's browser, bridged to the terminal session.
 
 All protocol decisions are made here in Python; the two pages only relay JSON-RPC messages
 between the app's frame and the session (the page's own script is a few dozen lines).
+
+May import: loop (host.py only: a page's tool calls pass the loop's gate), tools, auth,
+model, config, common. Never ui, session or cli.
 """

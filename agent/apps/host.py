@@ -38,8 +38,8 @@ from mcp import MCPError
 from agent.apps import pages, policy
 from agent.apps.bridge import REFUSED, AppError, AppView, error_result, result_wire
 from agent.apps.http import LOOPBACK, LoopbackServer, Request, Response
-from agent.catalog import Catalog
-from agent.gate import ToolGate
+from agent.loop.gate import ToolGate
+from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.toolspec import ToolSpec
@@ -353,7 +353,7 @@ class AppHost:
         return self.registry.server_tool(server, name)
 
     async def call_tool(self, view: AppView, spec: ToolSpec, arguments: dict[str, Any]) -> Any:
-        """Through the session's one gate (agent.gate): the user's hooks, the approval
+        """Through the session's one gate (agent.loop.gate): the user's hooks, the approval
         policy, the trace and a transcript record, as for the model's own calls."""
         public = self.registry.public_name(spec.server, spec.name) or spec.name
         if self.gate.approval.needs_approval(spec):  # say who asks before the question

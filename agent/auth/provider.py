@@ -42,8 +42,8 @@ from agent.auth.login import (
     open_browser,
 )
 from agent.auth.store import FileTokenStorage
-from agent.config import OAuthConfig, ServerConfig
-from agent.sdk_private import ProviderHooks
+from agent.common.sdk_private import ProviderHooks
+from agent.config.settings import OAuthConfig, ServerConfig
 
 CLIENT_NAME = "mcp-agent"
 ANSWER_LIMIT = 300  # characters of a failing server answer quoted in an error
@@ -55,7 +55,7 @@ class NoLoginOffered(Exception):
 
 class _AgentFlow(ProviderHooks):
     """Mixed into the SDK's providers (see module docstring); the SDK's private steps reach
-    these hooks through agent.sdk_private."""
+    these hooks through agent.common.sdk_private."""
 
     context: Any
 

@@ -27,7 +27,7 @@ import anyio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 from mcp.shared.auth_utils import resource_url_from_server_url
 
-from agent.login_files import login_folder
+from agent.config.login_files import login_folder
 
 LOCK_WAIT = 60.0  # seconds a refresh waits for another run's refresh of the same tokens
 LOCK_POLL = 0.05

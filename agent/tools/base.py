@@ -22,9 +22,9 @@ import anyio
 import mcp.types as types
 from anyio.abc import TaskGroup
 
-from agent.config import ServerConfig
-from agent.errors import LoginNeededError, ToolServerError
-from agent.redact import PATTERNS_ONLY, Redactor
+from agent.common.errors import LoginNeededError, ToolServerError
+from agent.common.redact import PATTERNS_ONLY, Redactor
+from agent.config.settings import ServerConfig
 from agent.tools.launchers import SLOW_START_NOTICE, slow_start_message, timeout_hint
 from agent.tools.launchers import connect_timeout as launcher_aware_timeout
 from agent.tools.server_errors import describe_exception, login_needed, says_all

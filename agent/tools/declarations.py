@@ -85,7 +85,7 @@ def openai_tool(public_name: str, spec: ToolSpec) -> dict[str, Any]:
         "function": {
             "name": public_name,
             # Short: it rides on every tool of every request; the system prompt says once
-            # what the mark means (agent.memory.UNTRUSTED_STATEMENT).
+            # what the mark means (agent.common.memory.UNTRUSTED_STATEMENT).
             "description": f"[external: {spec.server}] {text}",
             "parameters": schema,
         },

@@ -21,7 +21,9 @@ from mcp.client.extension import ClientExtension, advertise
 from agent.tools.tasks import TasksExtension
 from agent.tools.uimeta import APP_MIME, EXTENSION
 
-SKILLS = "io.modelcontextprotocol/skills"  # agent.skills: skills/list, skills/get, digests
+SKILLS = (
+    "io.modelcontextprotocol/skills"  # agent.extensions.skills: skills/list, skills/get, digests
+)
 UI = EXTENSION  # agent.apps: the app host (REPL only)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from agent.config import ServerConfig
+from agent.config.settings import ServerConfig
 
 LAUNCHER_CONNECT_TIMEOUT = 180.0  # seconds: a first download of a large package
 SLOW_START_NOTICE = 5.0  # seconds before "still starting" is said

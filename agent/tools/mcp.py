@@ -38,8 +38,8 @@ import agent
 from agent.auth.login import NEEDS_LOGIN, LoginHost
 from agent.auth.provider import build_provider
 from agent.auth.store import FileTokenStorage
-from agent.config import ServerConfig
-from agent.redact import PATTERNS_ONLY, Redactor
+from agent.common.redact import PATTERNS_ONLY, Redactor
+from agent.config.settings import ServerConfig
 from agent.tools import server_card
 from agent.tools.base import DEFAULT_MAX_TOOLS, NO_HOOKS, ProgressFn, ServerHooks, ToolServer
 from agent.tools.extensions import declared_extensions

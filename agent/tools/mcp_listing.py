@@ -15,8 +15,8 @@ import mcp.types as types
 import pydantic
 from mcp import Client
 
-from agent.config import ServerConfig
-from agent.sdk_private import absorb_tool_listing, send_raw_request
+from agent.common.sdk_private import absorb_tool_listing, send_raw_request
+from agent.config.settings import ServerConfig
 from agent.tools.mcp_stdio import ToolCap
 from agent.tools.schemas import UnusableSchema, inline_refs
 from agent.tools.toolspec import ToolSpec
@@ -90,7 +90,7 @@ class ToolListing:
         """One page of tools. When the SDK rejects the page as a whole, it is read again as
         raw JSON and each tool checked on its own: a malformed one is skipped with a warning
         naming it, the rest are kept (and handed back to the SDK so it can still check their
-        structured output). This uses the SDK's dispatcher directly (agent.sdk_private)."""
+        structured output). This uses the SDK's dispatcher directly (agent.common.sdk_private)."""
         try:
             return await client.list_tools(cursor=cursor, cache_mode="refresh")
         except pydantic.ValidationError:

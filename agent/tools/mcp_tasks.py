@@ -5,7 +5,7 @@ task polled again), and answering a task's input requests with the usual callbac
 `send_raw` sends past the SDK's request tables: the task methods are not in them (the
 SDK validates `tools/call` answers as a `CallToolResult`, which a 2025-11-25
 `CreateTaskResult` is not), so the request is stamped and sent as the session itself
-would, through agent.sdk_private (tests/test_sdk_contract.py guards the names it uses).
+would, through agent.common.sdk_private (tests/test_sdk_contract.py guards the names it uses).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-from agent.errors import ToolServerError
-from agent.sdk_private import send_stamped_request
+from agent.common.errors import ToolServerError
+from agent.common.sdk_private import send_stamped_request
 from agent.tools.server_errors import ServerStopped
 from agent.tools.tasks import (
     TASK_TTL_MS,

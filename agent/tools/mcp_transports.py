@@ -17,8 +17,8 @@ from mcp import StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from agent.config import ServerConfig
-from agent.server_env import server_env
+from agent.config.server_env import server_env
+from agent.config.settings import ServerConfig
 from agent.tools.mcp_stdio import StopGrace, ToolCap, stdio_transport
 from agent.tools.prestart import Prestarted
 from agent.tools.server_errors import ConnectProblem

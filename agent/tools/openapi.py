@@ -18,8 +18,8 @@ import anyio
 import httpx2
 import mcp.types as types
 
-from agent.config import ServerConfig
-from agent.redact import PATTERNS_ONLY, Redactor
+from agent.common.redact import PATTERNS_ONLY, Redactor
+from agent.config.settings import ServerConfig
 from agent.tools.base import DEFAULT_MAX_TOOLS, NO_HOOKS, ProgressFn, ServerHooks, ToolServer
 from agent.tools.tasks import TaskWatch
 from agent.tools.toolspec import ToolSpec

@@ -23,9 +23,9 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from agent.config import ServerConfig
-from agent.server_env import server_env
-from agent.signals import signals_held
+from agent.common.signals import signals_held
+from agent.config.server_env import server_env
+from agent.config.settings import ServerConfig
 
 STOP_GRACE = 0.5  # seconds between SIGTERM to a server's group and SIGKILL
 

@@ -22,9 +22,9 @@ from anyio.abc import TaskGroup
 
 from agent.auth.login import LoginHost
 from agent.auth.provider import auth_words
-from agent.config import ServerConfig, Settings
-from agent.errors import ToolServerError
-from agent.redact import PATTERNS_ONLY, Redactor
+from agent.common.errors import ToolServerError
+from agent.common.redact import PATTERNS_ONLY, Redactor
+from agent.config.settings import ServerConfig, Settings
 from agent.tools.base import (
     DEFAULT_MAX_TOOLS,
     MAX_ATTEMPTS,

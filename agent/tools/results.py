@@ -2,7 +2,7 @@
 
 Every content block is kept in some form; images and audio become short placeholders in
 the text (and images are attached separately for vision models, within the bounds of
-agent.images: a placeholder says when one is left out, and why). The text is cut to
+agent.common.images: a placeholder says when one is left out, and why). The text is cut to
 `max_chars` and wrapped in an envelope that marks it as untrusted data from a named server.
 
 The envelope has a begin and an end line carrying a random id made per call: text inside
@@ -20,7 +20,7 @@ from typing import Any
 
 import mcp.types as types
 
-from agent.images import (
+from agent.common.images import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES_PER_RESULT,
     MAX_SAVED_PER_RESULT,
@@ -29,7 +29,7 @@ from agent.images import (
     decoded_size,
     human_size,
 )
-from agent.text import valid_unicode
+from agent.common.text import valid_unicode
 from agent.tools.uimeta import is_app_page
 
 
@@ -66,7 +66,7 @@ def envelope(server: str, body: str) -> str:
     """`body` marked as untrusted data from `server`, between lines with a fresh id.
 
     About 20 tokens in all: the system prompt says once what the tags mean (see
-    agent.memory.UNTRUSTED_STATEMENT), so each result carries only the tags.
+    agent.common.memory.UNTRUSTED_STATEMENT), so each result carries only the tags.
     """
     nonce = secrets.token_hex(4)
     body = _TAG_IN_CONTENT.sub("&lt;", body)
@@ -134,7 +134,7 @@ def _bounded_images(
     blocks: list[types.ContentBlock],
 ) -> tuple[list[str | None], list[Image], str]:
     """A placeholder per image block (None: counted in the last line instead), the images,
-    and the line on those left out by count; within agent.images' bounds."""
+    and the line on those left out by count; within agent.common.images' bounds."""
     texts: list[str | None] = []
     images: list[Image] = []
     sent = more = 0

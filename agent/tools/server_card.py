@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import httpx2
 
-from agent.config import ServerConfig
+from agent.config.settings import ServerConfig
 from agent.tools.server_errors import ConnectProblem
 
 CARD_PATHS = ("/.well-known/mcp/server-card.json", "/.well-known/mcp/server-card")

@@ -20,7 +20,7 @@ from typing import IO
 import anyio
 from anyio.abc import TaskGroup
 
-from agent.private import private_folder
+from agent.common.private import private_folder
 
 STDERR_TAIL_LINES = 5
 LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated

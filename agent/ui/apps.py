@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rich.console import Console
 from rich.text import Text
 
-from agent.events import ToolCallFinished
+from agent.loop.events import ToolCallFinished
 from agent.ui.inbox import AppTurn, Inbox, Work
 
 if TYPE_CHECKING:

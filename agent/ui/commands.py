@@ -20,19 +20,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agent import saved_approvals
 from agent.apps.host import AppHost
 from agent.auth.provider import forget
-from agent.catalog import Catalog
-from agent.config import Settings
-from agent.errors import ConfigError, ToolServerError
-from agent.hook_files import HookSet
-from agent.react import Agent
-from agent.skills import Skills
+from agent.common.errors import ConfigError, ToolServerError
+from agent.common.transcript import Transcript, save_export, to_markdown
+from agent.config import saved_approvals
+from agent.config.settings import Settings
+from agent.extensions.hook_files import HookSet
+from agent.extensions.skills import Skills
+from agent.loop.react import Agent
 from agent.tools.base import ToolServer
+from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from agent.tools.toolspec import ToolSpec
-from agent.transcript import Transcript, save_export, to_markdown
 from agent.ui import listings, skill_commands
 from agent.ui.layout import Column, show_table
 from agent.ui.listings import find_tools
@@ -414,7 +414,7 @@ class SlashCommands:
             self.console.print(Text(f"trusted in the config: {'; '.join(trusted)}"))
 
     def _save_trust(self) -> None:
-        """Keep this session's "always" answers in our own file (agent/saved_approvals.py),
+        """Keep this session's "always" answers in our own file (agent/config/saved_approvals.py),
         never in the mcpServers file: it may be another program's, or a symlink."""
         by_server: dict[str, list[str]] = {}
         for server, tool in sorted(self.agent.approval.always):

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from rich.console import Console
 from rich.text import Text
 
-from agent.server_requests import ElicitAnswer
+from agent.tools.server_requests import ElicitAnswer
 
 Question = Callable[..., Awaitable[str | None]]  # (prompt, default=...) -> answer, None: quit
 _CANCEL, _SKIP = object(), object()

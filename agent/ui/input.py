@@ -25,8 +25,8 @@ from prompt_toolkit.filters import has_completions
 from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
-from agent.config import Settings
-from agent.private import private_folder
+from agent.common.private import private_folder
+from agent.config.settings import Settings
 
 
 class CompletionSource(Protocol):

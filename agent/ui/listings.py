@@ -14,7 +14,7 @@ from mcp import types
 from rich.console import Console
 from rich.text import Text
 
-from agent.hook_files import HookSet
+from agent.extensions.hook_files import HookSet
 from agent.tools.base import ServerStatus
 from agent.tools.tasks import TaskState
 from agent.tools.toolspec import ToolSpec

@@ -24,7 +24,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from agent.events import (
+from agent.loop.events import (
     AssistantMessage,
     Event,
     ModelRetry,

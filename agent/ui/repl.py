@@ -22,16 +22,16 @@ from prompt_toolkit.history import InMemoryHistory
 from rich.console import Console
 from rich.text import Text
 
-from agent.approval import ApprovalRequest, Decision
 from agent.apps.host import AppHost
-from agent.catalog import Catalog
-from agent.config import Settings
-from agent.events import RunFinished, ToolCallFinished
-from agent.react import Agent
-from agent.server_requests import ElicitAnswer, SamplingRequest
-from agent.skills import Skills
+from agent.common.transcript import Transcript
+from agent.config.settings import Settings
+from agent.extensions.skills import Skills
+from agent.loop.approval import ApprovalRequest, Decision
+from agent.loop.events import RunFinished, ToolCallFinished
+from agent.loop.react import Agent
+from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
-from agent.transcript import Transcript
+from agent.tools.server_requests import ElicitAnswer, SamplingRequest
 from agent.ui import arguments
 from agent.ui.apps import AppFrontEnd
 from agent.ui.commands import Command, SlashCommands

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.segment import Segment
 
-from agent.redact import PATTERNS_ONLY
+from agent.common.redact import PATTERNS_ONLY
 from agent.ui.layout import AnswerMarkdown
 
 # Invisible characters that format or hide text: zero-width space and marks, word joiner

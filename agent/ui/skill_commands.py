@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from rich.console import Console
 from rich.text import Text
 
-from agent.skill_files import one_line
-from agent.skills import SkillRefused, Skills
+from agent.extensions.skill_files import one_line
+from agent.extensions.skills import SkillRefused, Skills
 from agent.ui.layout import Column, show_table
 
 DEFAULT_REQUEST = "Follow this skill."

@@ -12,7 +12,7 @@ from typing import Literal, Protocol
 from rich.console import Console
 from rich.text import Text
 
-from agent.trust import Trust
+from agent.config.trust import Trust
 
 Reply = Literal["trust", "not now", "never"]
 QUESTION = "Trust this folder and use its files? [y]es / [n]ot now / ne[v]er: "

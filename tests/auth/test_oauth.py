@@ -14,8 +14,8 @@ import pytest
 from agent.auth.login import LoginHost, may_open_browser
 from agent.auth.provider import auth_words
 from agent.auth.store import FileTokenStorage, canonical_url, token_file
-from agent.config import OAuthConfig, ServerConfig, Settings
-from agent.errors import ConfigError, LoginNeededError, ToolServerError
+from agent.common.errors import ConfigError, LoginNeededError, ToolServerError
+from agent.config.settings import OAuthConfig, ServerConfig, Settings
 from agent.tools.mcp import MCPServerConnection
 from tests.support.cli import mcp_json
 from tests.support.oauth_server import serve_protected
@@ -207,7 +207,7 @@ def test_client_credentials_need_an_id_and_a_secret() -> None:
 
 
 def test_the_oauth_key_parses_from_mcp_json(tmp_path: Path) -> None:
-    from agent.config_servers import load_mcp_config
+    from agent.config.servers import load_mcp_config
 
     raw = {"oauth": {"client_id": "${CID}", "redirect_port": 8765, "scope": "a b"}}
     path = mcp_json(tmp_path, {"corp": {"url": "https://h/mcp", **raw}})

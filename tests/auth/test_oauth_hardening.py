@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from agent.auth.login import LoginHost
-from agent.config import OAuthConfig, ServerConfig
-from agent.errors import ToolServerError
+from agent.common.errors import ToolServerError
+from agent.config.settings import OAuthConfig, ServerConfig
 from agent.tools.mcp import MCPServerConnection
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config_build import BUNDLED_SERVER_NAME, build_settings
-from agent.config_servers import expand_vars, load_mcp_config
-from agent.errors import ConfigError
-from agent.server_env import server_env
+from agent.common.errors import ConfigError
+from agent.config.build import BUNDLED_SERVER_NAME, build_settings
+from agent.config.server_env import server_env
+from agent.config.servers import expand_vars, load_mcp_config
 from tests.support.servers import REPO_ROOT
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.config_build import build_settings
-from agent.config_servers import load_mcp_config
-from agent.errors import ConfigError
+from agent.common.errors import ConfigError
+from agent.config.build import build_settings
+from agent.config.servers import load_mcp_config
 from tests.support.cli import mcp_json
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config_build import build_settings
-from agent.errors import ConfigError
+from agent.common.errors import ConfigError
+from agent.config.build import build_settings
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, text
 from tests.support.servers import time_server_command

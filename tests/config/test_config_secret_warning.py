@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from agent.config_build import load_toml
-from agent.config_servers import load_mcp_config
+from agent.config.build import load_toml
+from agent.config.servers import load_mcp_config
 from tests.support.cli import mcp_json
 
 ENVIRON = {"HOME": "/home/me", "T": "tok-123456", "K": "key-123456", "MYKEY": "sk-abcdef"}

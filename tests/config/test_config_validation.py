@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config_servers import parse_server
-from agent.errors import ConfigError
+from agent.common.errors import ConfigError
+from agent.config.servers import parse_server
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text
 from tests.support.servers import SUPPORT

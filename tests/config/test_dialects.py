@@ -199,7 +199,7 @@ def test_claude_code_project_file_with_its_type_values(
 def test_auto_approve_beside_trust_is_said_not_read(
     tmp_path: Path, key: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agent.config_servers import load_mcp_config
+    from agent.config.servers import load_mcp_config
 
     path = write(
         tmp_path / "m.json",

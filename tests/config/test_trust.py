@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from agent import saved_approvals
-from agent.approval import ApprovalPolicy, ApprovalRequest
-from agent.config import Settings
-from agent.config_build import build_settings
+from agent.config import saved_approvals
+from agent.config.build import build_settings
+from agent.config.settings import Settings
+from agent.loop.approval import ApprovalPolicy, ApprovalRequest
 from agent.tools.registry import ToolRegistry
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls

@@ -23,10 +23,10 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent.config_build import build_settings
-from agent.errors import ConfigError
-from agent.trust import STORE_NAME, decide, describe, hint
-from agent.trust_cli import settle
+from agent.cli.trust_command import settle
+from agent.common.errors import ConfigError
+from agent.config.build import build_settings
+from agent.config.trust import STORE_NAME, decide, describe, hint
 from agent.ui.trust_question import ask_trust
 from tests.support.cli import RUN_MCP, run_cli
 from tests.support.fake_llm import ScriptedLLM, text

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from agent.auth.login import LoginHost  # noqa: E402
-from agent.config import OAuthConfig, ServerConfig  # noqa: E402
+from agent.config.settings import OAuthConfig, ServerConfig  # noqa: E402
 from agent.tools.mcp import ClientCallbacks, MCPServerConnection, roots_callback  # noqa: E402
 
 CONTEXT: dict[str, Any] = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")

@@ -357,7 +357,7 @@ def test_a_lone_surrogate_from_the_model_is_replaced_not_fatal(tmp_path: Path, o
 def test_an_unknown_flag_gets_a_close_suggestion_or_none(
     flag: str, said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agent.cli import main
+    from agent.cli.main import main
 
     assert main(["-p", "hi", flag]) == 2
     assert capsys.readouterr().err == f"error: {said}\n"

@@ -17,12 +17,12 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.config import Settings
-from agent.events import Event, Notice, RunFinished, ToolCallFinished
-from agent.llm import OpenAIModel
-from agent.memory import Memory
-from agent.model_types import Reply, RetryNotice
-from agent.react import Agent
+from agent.common.memory import Memory
+from agent.config.settings import Settings
+from agent.loop.events import Event, Notice, RunFinished, ToolCallFinished
+from agent.loop.react import Agent
+from agent.model.llm import OpenAIModel
+from agent.model.model_types import Reply, RetryNotice
 from agent.tools.registry import ToolRegistry
 from tests.support.cli import run_cli
 from tests.support.local_model import N_CTX, PLAIN, TOOLS, llama_server

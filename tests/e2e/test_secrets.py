@@ -13,13 +13,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent.config import ServerConfig, Settings
-from agent.config_servers import load_mcp_config
-from agent.errors import ConfigError
-from agent.events import AssistantMessage, TextDelta
-from agent.redact import _PATTERNS, _TRIGGER, MASK, Redactor
+from agent.common.errors import ConfigError
+from agent.common.redact import _PATTERNS, _TRIGGER, MASK, Redactor
+from agent.common.transcript import Transcript, load
+from agent.config.servers import load_mcp_config
+from agent.config.settings import ServerConfig, Settings
+from agent.loop.events import AssistantMessage, TextDelta
 from agent.tools.registry import ToolRegistry
-from agent.transcript import Transcript, load
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole
 from tests.support.cli import run_cli

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent.llm import OpenAIModel
+from agent.model.llm import OpenAIModel
 from tests.support.asgi_thread import serve
 
 _ids = itertools.count(1)

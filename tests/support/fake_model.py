@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
-from agent.events import Event
-from agent.model_types import Reply, RetryNotice, ToolCall, Usage
-from agent.react import Agent
+from agent.loop.events import Event
+from agent.loop.react import Agent
+from agent.model.model_types import Reply, RetryNotice, ToolCall, Usage
 from agent.tools.results import Observation, error_observation
 from agent.tools.toolspec import ToolSpec
 

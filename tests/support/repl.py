@@ -12,13 +12,13 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent.approval import ApprovalPolicy
-from agent.config import Settings
-from agent.memory import Memory
-from agent.react import Agent
+from agent.common.memory import Memory
+from agent.common.transcript import Transcript
+from agent.config.settings import Settings
+from agent.loop.approval import ApprovalPolicy
+from agent.loop.react import Agent
 from agent.tools.registry import ToolRegistry
 from agent.tools.search import ToolSearch
-from agent.transcript import Transcript
 from agent.ui.input import prompt_session
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl

@@ -21,10 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-import pytest
 from mcp import Client
 
-from agent.config import ServerConfig, Settings
+from agent.config.settings import ServerConfig, Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The folder of the test servers started by path (`python tests/support/x_server.py`).
@@ -210,6 +209,8 @@ def http_server_on(kind: str, port: int, root: Path, log: Path) -> Iterator[str]
     if kind == "everything-http":
         node = shutil.which("node")
         if node is None:
+            import pytest  # here only: the benchmarks import this module without pytest
+
             pytest.skip("node is not installed")
         cmd, env, path = (
             [node, str(everything_js()), "streamableHttp"],

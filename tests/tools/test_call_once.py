@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.config import ServerConfig
+from agent.config.settings import ServerConfig
 from agent.tools.base import MAX_RESTARTS
 from agent.tools.registry import ToolRegistry
 from tests.support.servers import SUPPORT, free_port, http_server_on, settings_for, stdio

@@ -4,11 +4,11 @@ Each test starts its own server processes (stdio children, or HTTP servers on po
 OS picked) in temp dirs and stops them; waits are polls bounded by anyio.fail_after.
 
 Covered elsewhere, not repeated here: invalid JSON arguments and unknown tools become
-observations (tests/core/test_react.py::test_invalid_json_and_unknown_tool_become_observations);
+observations (tests/loop/test_react.py::test_invalid_json_and_unknown_tool_become_observations);
 429 twice then success is one answer after two retries
-(tests/core/test_llm.py::test_429_twice_then_success_honours_retry_after); a corrupted last
+(tests/model/test_llm.py::test_429_twice_then_success_honours_retry_after); a corrupted last
 transcript line is skipped with a warning on resume
-(tests/core/test_memory_and_transcript.py::test_transcript_round_trip_and_corrupt_last_line).
+(tests/common/test_memory_and_transcript.py::test_transcript_round_trip_and_corrupt_last_line).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from hypothesis import given
 from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 
-from agent.config import ServerConfig
-from agent.config_build import build_settings, load_toml
-from agent.config_servers import load_mcp_config
-from agent.errors import ConfigError
-from agent.memory import Memory
+from agent.common.errors import ConfigError
+from agent.common.memory import Memory
+from agent.config.build import build_settings, load_toml
+from agent.config.servers import load_mcp_config
+from agent.config.settings import ServerConfig
 from agent.tools.base import MAX_RESTARTS
 from agent.tools.declarations import openai_tool
 from agent.tools.registry import ToolRegistry

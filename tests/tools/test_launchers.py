@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ServerConfig
+from agent.config.settings import ServerConfig
 from agent.tools.launchers import LAUNCHER_CONNECT_TIMEOUT, connect_timeout, installing_launcher
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls

@@ -13,11 +13,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent.catalog import READ_RESOURCE, Catalog
-from agent.config import Settings
-from agent.events import ToolCallFinished
-from agent.memory import Memory
-from agent.react import Agent
+from agent.common.memory import Memory
+from agent.config.settings import Settings
+from agent.loop.events import ToolCallFinished
+from agent.loop.react import Agent
+from agent.tools.catalog import READ_RESOURCE, Catalog
 from agent.tools.registry import ToolRegistry
 from tests.support.fake_model import FakeModel, answer, calls
 from tests.support.servers import SUPPORT, settings_for, stdio
@@ -101,7 +101,7 @@ async def test_server_log_messages_arrive_on_both_protocols(
 async def test_a_server_too_slow_to_list_keeps_what_it_listed_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agent.catalog.LIST_TIMEOUT", 0.5)
+    monkeypatch.setattr("agent.tools.catalog.LIST_TIMEOUT", 0.5)
     raw = stdio("raw", (sys.executable, [str(SUPPORT / "raw_server.py"), "slowprompts"]))
     async with ToolRegistry(settings_for(tmp_path, raw)) as registry:
         with anyio.fail_after(30):

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from rich.console import Console
 
-from agent.config import ServerConfig, Settings
+from agent.config.settings import ServerConfig, Settings
 from agent.tools.registry import ToolRegistry
 from agent.ui.render import LOG_BATCH, LogLines
 from tests.support.servers import REPO_ROOT

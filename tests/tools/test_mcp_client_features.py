@@ -20,15 +20,17 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent.approval import ApprovalPolicy
-from agent.catalog import Catalog
-from agent.config import ServerConfig, Settings
-from agent.events import ToolProgress
-from agent.llm import OpenAIModel
-from agent.memory import Memory
-from agent.model_types import Usage
-from agent.react import Agent
-from agent.server_requests import (
+from agent.common.memory import Memory
+from agent.config.settings import ServerConfig, Settings
+from agent.loop.approval import ApprovalPolicy
+from agent.loop.events import ToolProgress
+from agent.loop.react import Agent
+from agent.model.llm import OpenAIModel
+from agent.model.model_types import Usage
+from agent.tools.catalog import Catalog
+from agent.tools.registry import ToolRegistry
+from agent.tools.results import strip_marker
+from agent.tools.server_requests import (
     ELICITATION_PER_MINUTE,
     SAMPLING_MAX_TOKENS,
     SAMPLING_PER_MINUTE,
@@ -36,8 +38,6 @@ from agent.server_requests import (
     ElicitAnswer,
     ServerRequests,
 )
-from agent.tools.registry import ToolRegistry
-from agent.tools.results import strip_marker
 from agent.ui.input import prompt_session
 from agent.ui.render import EventRenderer
 from agent.ui.repl import Repl

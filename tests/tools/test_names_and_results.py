@@ -9,7 +9,7 @@ import mcp.types as types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.memory import Memory
+from agent.common.memory import Memory
 from agent.tools.declarations import NAME_LIMIT, assign_names, openai_tool
 from agent.tools.results import envelope, strip_marker, to_observation, truncate
 from agent.tools.toolspec import ToolSpec

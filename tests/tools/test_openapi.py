@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.config import ServerConfig, Settings
-from agent.errors import ToolServerError
+from agent.common.errors import ToolServerError
+from agent.config.settings import ServerConfig, Settings
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import Observation
 from tests.support.servers import mcpo_time_server

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from agent.config import ServerConfig, Settings
+from agent.config.settings import ServerConfig, Settings
 from agent.tools.openapi import DOCUMENT_NODES, SCHEMA_NODES
 from agent.tools.registry import ToolRegistry
 from tests.support.asgi_thread import serve

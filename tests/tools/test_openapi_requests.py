@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from agent.config import ServerConfig, Settings
-from agent.redact import Redactor
+from agent.common.redact import Redactor
+from agent.config.settings import ServerConfig, Settings
 from agent.tools.openapi import resolve_refs
 from agent.tools.registry import ToolRegistry
 from tests.support.asgi_thread import serve

@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent.catalog import Catalog
-from agent.config import Settings
+from agent.config.settings import Settings
+from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from tests.support.servers import SUPPORT, settings_for, stdio
 

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from agent.config import ServerConfig
+from agent.config.settings import ServerConfig
 from agent.tools.registry import ToolRegistry
 from tests.support.asgi_thread import serve
 from tests.support.servers import (

@@ -12,11 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.config import ServerConfig, Settings
-from agent.llm import OpenAIModel
-from agent.server_requests import SamplingRequest, ServerRequests
+from agent.config.settings import ServerConfig, Settings
+from agent.model.llm import OpenAIModel
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
+from agent.tools.server_requests import SamplingRequest, ServerRequests
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import SUPPORT
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent.catalog import READ_RESOURCE, Catalog
-from agent.config import Settings
-from agent.events import ToolCallFinished
-from agent.memory import Memory
-from agent.react import Agent
+from agent.common.memory import Memory
+from agent.config.settings import Settings
+from agent.loop.events import ToolCallFinished
+from agent.loop.react import Agent
+from agent.tools.catalog import READ_RESOURCE, Catalog
 from agent.tools.registry import ToolRegistry
 from tests.support.fake_model import FakeModel, answer, calls
 from tests.support.servers import everything_stdio_command, stdio

@@ -16,8 +16,8 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.catalog import Catalog
-from agent.config_build import build_settings
+from agent.config.build import build_settings
+from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from tests.support.servers import npm_server_js, sqlite_server_bin
 

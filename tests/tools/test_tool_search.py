@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.events import RunFinished
-from agent.memory import Memory
-from agent.react import Agent
+from agent.common.memory import Memory
+from agent.loop.events import RunFinished
+from agent.loop.react import Agent
 from agent.tools.registry import ToolRegistry
 from agent.tools.search import FIND_TOOLS, SearchBudget, ToolIndex, ToolSearch, terms
 from agent.tools.toolspec import ToolSpec

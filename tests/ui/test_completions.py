@@ -15,10 +15,10 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent.catalog import Catalog
-from agent.config import ServerConfig, Settings
-from agent.memory import Memory
-from agent.react import Agent
+from agent.common.memory import Memory
+from agent.config.settings import ServerConfig, Settings
+from agent.loop.react import Agent
+from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from agent.ui.input import ReplCompleter, prompt_session
 from agent.ui.render import EventRenderer

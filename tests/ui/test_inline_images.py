@@ -11,8 +11,8 @@ from pathlib import Path
 import pexpect
 from rich.console import Console
 
-from agent.events import ToolCallFinished
-from agent.images import SavedImage
+from agent.common.images import SavedImage
+from agent.loop.events import ToolCallFinished
 from agent.ui.inline_image import MAX_INLINE_BYTES, escape_sequences, inline_protocol
 from agent.ui.render import EventRenderer
 from tests.support.cli import RUN_MCP, cli_env, mcp_json

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from agent.approval import ApprovalPolicy
-from agent.config import ServerConfig, Settings
+from agent.common.transcript import load
+from agent.config.settings import ServerConfig, Settings
+from agent.loop.approval import ApprovalPolicy
 from agent.tools.registry import ToolRegistry
-from agent.transcript import load
 from agent.ui.input import ReplCompleter
 from tests.support.fake_model import FakeModel, answer, calls
 from tests.support.repl import drive

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import (
+from agent.common.redact import MASK, Redactor
+from agent.loop.events import (
     AssistantMessage,
     RunFinished,
     TextDelta,
@@ -21,7 +22,6 @@ from agent.events import (
     ToolCallStarted,
     Usage,
 )
-from agent.redact import MASK, Redactor
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole, clean
 from tests.support.cli import run_cli

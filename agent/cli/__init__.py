@@ -1,0 +1,7 @@
+"""The command line: `run_mcp.py`'s flags and subcommands (`mcp`, `trust`, `--login`),
+the front ends built on an open session (the single-shot run and the REPL), and the one
+place exceptions become exit codes.
+
+May import: every package below it (session, ui, apps, loop, extensions, tools, auth,
+model, config, common). Nothing imports it but `run_mcp.py`.
+"""

@@ -1,0 +1,469 @@
+"""Command line: flags -> Settings -> single-shot run or REPL, and exit codes.
+
+`main(argv) -> int` is the one boundary where exceptions become one-line messages and the
+documented exit codes. Set MCP_AGENT_DEBUG=1 to re-raise instead (for tests and bug hunts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import getpass
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from agent.cli.trust_command import settle, trust_app
+from agent.common.errors import AgentError, ConfigError
+from agent.common.malloc import return_big_buffers
+from agent.common.private import make_non_dumpable
+from agent.common.redact import PATTERNS_ONLY
+from agent.common.signals import SignalEnded, ending_signals_raise
+from agent.config.build import build_settings
+from agent.config.servers import infer_type
+from agent.config.settings import ServerConfig, Settings
+from agent.tools.prestart import Prestarts, prestart
+
+# The other codes (1 runtime error, 3 max_steps) come from a run's status: output.EXIT_CODES.
+EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
+CLOSE_FLAG = 0.75  # how alike a mistyped flag and a real one must be to suggest it
+CLI_SERVER_NAME = "main"
+
+app = typer.Typer(
+    add_completion=False,
+    rich_markup_mode=None,  # help text is shown literally: '[llm]' is a section, not markup
+    no_args_is_help=False,
+    help="A ReAct agent in your terminal: an OpenAI-compatible model that acts through MCP "
+    "tool servers (stdio, SSE, streamable HTTP) and OpenAPI tool servers.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def parse_header(value: str) -> tuple[str, str]:
+    name, sep, rest = value.partition(":")
+    if not sep or not name.strip():
+        raise ConfigError(f"--header {value!r}: expected 'Name: value'")
+    return name.strip(), rest.strip()
+
+
+def cli_server(
+    connection: str | None,
+    server_url: str | None,
+    server_command: str | None,
+    headers: list[str],
+    name: str,
+) -> ServerConfig | None:
+    """The server named on the command line, if any. Without --connection: stdio, or for
+    --server-url what the mcpServers file would infer (`.../sse` is sse, else http)."""
+    if connection is None:
+        connection = "stdio" if not server_url else infer_type({"url": server_url}, "--server-url")
+    if connection not in ("stdio", "sse", "http", "openapi"):
+        raise ConfigError(f"--connection {connection!r}: use stdio, sse, http or openapi")
+    parsed = dict(parse_header(h) for h in headers)
+    if connection == "stdio":
+        if server_url:
+            raise ConfigError("--server-url needs --connection sse, http or openapi")
+        if parsed:
+            raise ConfigError("--header is for sse, http or openapi servers (see --connection)")
+        if server_command is None:
+            return None
+        try:
+            argv = shlex.split(server_command)
+        except ValueError as exc:
+            raise ConfigError(f"--server-command: {exc}") from None
+        if not argv:
+            raise ConfigError("--server-command is empty")
+        return ServerConfig(
+            name=name, type="stdio", command=argv[0], args=tuple(argv[1:]), required=True
+        )
+    if not server_url:
+        raise ConfigError(f"--connection {connection} needs --server-url URL")
+    if not server_url.startswith(("http://", "https://")):
+        raise ConfigError(f"--server-url {server_url!r}: must start with http:// or https://")
+    return ServerConfig(name=name, type=connection, url=server_url, headers=parsed, required=True)  # type: ignore[arg-type]
+
+
+def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
+    server = cli_server(
+        opts["connection"],
+        opts["server_url"],
+        opts["server_command"],
+        opts["header"],
+        opts["server_name"],
+    )
+    flags = {
+        "llm": {"model": opts["model"], "base_url": opts["base_url"]},
+        "agent": {"max_steps": opts["max_steps"]},
+        "ui": {
+            "quiet": opts["quiet"] or None,
+            "verbose": opts["verbose"] or None,
+            "approval": "yes" if opts["yes"] else None,
+            "browser": False if opts["no_browser"] else None,
+        },
+    }
+    return build_settings(
+        config_path=opts["config"],
+        mcp_config_path=opts["mcp_config"],
+        cli_server=server,
+        environ=environ,
+        flags=flags,
+        trust_workspace=opts["trust_workspace"],
+        ask_input=ask_at_terminal if sys.stdin.isatty() else None,
+    )
+
+
+def ask_at_terminal(input_id: str, description: str, password: bool) -> str:
+    """VS Code's `${input:ID}`: asked here once per run, hidden when it is a password."""
+    from agent.ui.safe import clean  # the description comes from a file
+
+    hidden = ", hidden" if password else ""
+    prompt = f"{clean(description)} (input '{clean(input_id)}'{hidden}): "
+    if password:
+        return getpass.getpass(prompt)
+    _say(prompt, end="")
+    return sys.stdin.readline().rstrip("\n")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _say(f"run_mcp.py {version('mcp-agent-cli')}", err=False)
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            _say("run_mcp.py (not installed: version unknown)", err=False)
+        raise typer.Exit(0)
+
+
+@app.command()
+def run(
+    connection: Annotated[
+        str | None,
+        typer.Option(
+            "--connection",
+            "-c",
+            help="Transport of the server named on the command line: stdio, sse, http or "
+            "openapi (default: stdio; with --server-url, sse for .../sse, else http).",
+        ),
+    ] = None,
+    server_url: Annotated[
+        str | None,
+        typer.Option(
+            "--server-url",
+            help="Endpoint for sse / http / openapi (…/sse, …/mcp, or the OpenAPI base URL).",
+        ),
+    ] = None,
+    server_command: Annotated[
+        str | None,
+        typer.Option(
+            "--server-command",
+            help='stdio server command line, e.g. "uvx mcp-server-time". '
+            "Default: the bundled server.",
+        ),
+    ] = None,
+    header: Annotated[
+        list[str],
+        typer.Option(
+            "--header",
+            "-H",
+            help="'Name: value' sent to sse / http / openapi servers (repeatable).",
+        ),
+    ] = [],  # noqa: B006
+    server_name: Annotated[
+        str,
+        typer.Option(
+            "--server-name", help="Name (tool prefix) of the server given on the command line."
+        ),
+    ] = CLI_SERVER_NAME,
+    mcp_config: Annotated[
+        str | None,  # not a Path: `./claude` (a file) must stay apart from `claude` (a name)
+        typer.Option(
+            "--mcp-config",
+            help="mcpServers JSON (a path), or another client's by name: claude, cursor, "
+            "vscode (a file of such a name: ./claude) "
+            "(default: ~/.config/mcp-agent/mcp.json and config/mcp.json, those that exist).",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="TOML settings (default config/config.toml, "
+            "else ~/.config/mcp-agent/config.toml).",
+        ),
+    ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt",
+            "-p",
+            help="Single-shot: run one request, print the answer, exit. '-' reads stdin.",
+        ),
+    ] = None,
+    interactive: Annotated[
+        bool,
+        typer.Option(
+            "--interactive",
+            "-i",
+            help="Open the REPL (default when stdin is a terminal and there is no --prompt).",
+        ),
+    ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model name (overrides OPENAI_MODEL and [llm] model)."),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="OpenAI-compatible endpoint (overrides OPENAI_BASE_URL and [llm] base_url).",
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int | None,
+        typer.Option("--max-steps", min=1, help="Most think/act steps per request (default 20)."),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--output", help="Single-shot output: text or json.")
+    ] = "text",
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
+    ] = False,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", help="Continue a saved session: ID, or nothing for the latest."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Show only answers and errors.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show full tool output and server logs.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_show_version, help="Print the version, exit."
+        ),
+    ] = False,
+    no_browser: Annotated[
+        bool,
+        typer.Option("--no-browser", help="Print MCP Apps' page URLs instead of opening them."),
+    ] = False,
+    login: Annotated[
+        str | None,
+        typer.Option(
+            "--login",
+            help="Log in to the configured server NAME (OAuth, in the browser), store its "
+            "tokens, exit.",
+            metavar="NAME",
+        ),
+    ] = None,
+    trust_workspace: Annotated[
+        bool,
+        typer.Option(
+            "--trust-workspace",
+            help="Use this folder's own config/ files for this run (see 'run_mcp.py trust').",
+        ),
+    ] = False,
+) -> None:
+    """Run the agent: a REPL, or one request with --prompt."""
+    if output not in ("text", "json"):
+        raise ConfigError(f"--output {output!r}: use text or json")
+    opts = dict(locals())
+    settings = resolve_settings(opts, dict(os.environ))
+    # Before any server starts: the REPL asks about a folder with its own files.
+    settings = settle(
+        settings,
+        os.environ,
+        ask=login is None and prompt is None and sys.stdin.isatty(),
+        trusted=lambda: resolve_settings({**opts, "trust_workspace": True}, dict(os.environ)),
+    )
+    if login is not None:
+        from agent.cli.login_command import run_login
+
+        raise typer.Exit(run_login(settings, login))
+    request = _single_shot_request(prompt, interactive)
+    prestarts = Prestarts()  # none yet: Ctrl-C while they start is handled below too
+    report = output == "json" and request is not None  # until the run reports for itself
+    try:
+        # The stdio servers start now, while the heavy imports below load.
+        prestarts = prestart(settings.servers, os.environ)
+        from agent.cli.front_ends import run_repl, run_single  # heavy: once settings are valid
+
+        if request is None:
+            code = run_repl(settings, resume=resume, prestarts=prestarts)
+        else:
+            report = False
+            code = run_single(
+                settings, request, output=_output(output), resume=resume, prestarts=prestarts
+            )
+    except KeyboardInterrupt:  # typer would turn it into a silent exit 130
+        code = _ended("interrupted", EXIT_INTERRUPTED, report)
+    except SignalEnded as exc:  # SIGTERM / SIGHUP while starting (agent/common/signals.py)
+        code = _ended(exc.word, exc.exit_code, report)
+    except AgentError as exc:  # its message reaches the terminal: mask these settings' secrets
+        exc.message = settings.redactor(os.environ)(exc.message)
+        raise
+    finally:
+        prestarts.close()  # any the run did not get to (it failed before connecting)
+    raise typer.Exit(code)
+
+
+def _ended(word: str, code: int, report: bool) -> int:
+    """A run cut short before it began: the one stderr line, and for --output json the
+    object a cancelled run prints (the run prints its own once it has begun)."""
+    _say(word)
+    if report:
+        _say(_unbegun_run("cancelled", word), err=False)
+    return code
+
+
+def _unbegun_run(status: str, error: str) -> str:
+    """The `--output json` object of a run that never began: nothing run, nothing used."""
+    usage = {"prompt_tokens": None, "completion_tokens": None}
+    run: dict[str, Any] = {"answer": None, "status": status, "steps": 0, "tool_calls": []}
+    return json.dumps({**run, "usage": usage, "error": error, "servers": []})
+
+
+def _output(value: str) -> Literal["text", "json"]:
+    return "json" if value == "json" else "text"
+
+
+def _single_shot_request(prompt: str | None, interactive: bool) -> str | None:
+    """The one request of a single-shot run, or None for the REPL."""
+    if prompt == "-" or (prompt is None and not interactive and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+        if not text.strip():
+            raise ConfigError("no request on stdin: pass --prompt TEXT, or pipe a request in")
+        return text.strip("\n")
+    if prompt is not None:
+        if not prompt.strip():
+            raise ConfigError("--prompt is empty")
+        return prompt
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: map every outcome to an exit code and one line on stderr."""
+    make_non_dumpable()  # before any server starts: none may read our environment
+    return_big_buffers()  # a 20 MB image freed is memory given back (agent.common.malloc)
+    debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
+    args = _resume_default(list(argv if argv is not None else sys.argv[1:]))
+    try:
+        # standalone_mode=False: click returns the code of a raised Exit instead of exiting.
+        if args[:1] == ["trust"]:  # `run_mcp.py trust [PATH]`: agent/cli/trust_command.py
+            code = trust_app(args=args[1:], prog_name="run_mcp.py trust", standalone_mode=False)
+        elif args[:1] == ["mcp"]:  # `run_mcp.py mcp add|list|get|remove`: agent/cli/mcp_command.py
+            from agent.cli.mcp_command import mcp_app
+
+            rest = args[1:] or ["--help"]
+            code = mcp_app(args=rest, prog_name="run_mcp.py mcp", standalone_mode=False)
+        else:
+            with ending_signals_raise():  # before any server starts
+                code = app(args=args, standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except AgentError as exc:
+        if debug:
+            raise
+        _say(f"error: {exc.message}")  # it may quote a server or the model: cleaned
+        _json_error(args, PATTERNS_ONLY(exc.message))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    except SignalEnded as exc:  # servers started early were stopped on the way out
+        _say(exc.word)
+        _json_error(args, exc.word, status="cancelled")
+        return exc.exit_code
+    except (typer.BadParameter, typer.Abort) as exc:
+        _say(f"error: {_usage_message(exc)}")
+        _json_error(args, _usage_message(exc))
+        return EXIT_USAGE
+    except Exception as exc:
+        if _is_usage_error(exc):
+            _say(f"error: {_usage_message(exc)}")
+            _json_error(args, _usage_message(exc))
+            return EXIT_USAGE
+        raise
+    return code if isinstance(code, int) else EXIT_OK
+
+
+def _json_error(args: list[str], message: str, status: str = "error") -> None:
+    """`--output json` promises one object on stdout, also for a failure before the run
+    (a config or usage error: status `error`; a signal: `cancelled`), nothing run."""
+    wants = any(
+        a == "--output=json" or (a == "--output" and args[i + 1 : i + 2] == ["json"])
+        for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
+    )
+    if wants and args[:1] not in (["mcp"], ["trust"]):
+        _say(_unbegun_run(status, message), err=False)  # JSON: ASCII, escaped already
+
+
+def _say(text: str, *, err: bool = True, end: str = "\n") -> None:
+    """A line of ours through the one terminal writer (agent.ui.safe.terminal: cleaned,
+    masked by the patterns); imported here, late, so a run loads rich only when it needs it."""
+    from agent.ui.safe import terminal
+
+    terminal(text, err=err, end=end)
+
+
+def entry() -> None:
+    """The process entry (run_mcp.py, the `run-mcp` script): `main`, then an immediate end.
+
+    Finalizing an interpreter that loaded mcp, openai and pydantic takes 0.2 s on an idle
+    machine and seconds on a busy one, all of it after the answer. By the time `main`
+    returns the servers are stopped and every file we write is closed, so after flushing
+    stdout and stderr the process ends at once.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing can reach it
+            stream.flush()
+    os._exit(code)
+
+
+def _resume_default(args: list[str]) -> list[str]:
+    """`--resume` without an ID means the latest session (typer options need a value)."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--resume" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            return [*args[: i + 1], "latest", *args[i + 1 :]]
+    return args
+
+
+def _usage_message(exc: BaseException) -> str:
+    """The message with the flag it is about ("Invalid value for '--max-steps': ...").
+
+    An unknown flag gets only a suggestion that is really close (`--max-step`), not the
+    parser's loose ones (`--bogus` -> `--verbose`), and otherwise a pointer to --help."""
+    name, near = getattr(exc, "option_name", None), getattr(exc, "possibilities", None)
+    if type(exc).__name__ == "BadOptionUsage" and isinstance(name, str):
+        return f"{name} needs a value (e.g. {name} TEXT); see --help"
+    if isinstance(name, str) and name.startswith("-"):
+        close = [p for p in near or () if _similarity(name, p) >= CLOSE_FLAG]
+        hint = f"did you mean {' or '.join(sorted(close))}?" if close else "see --help"
+        return f"No such option: {name} ({hint})"
+    format_message = getattr(exc, "format_message", None)
+    return str(format_message()) if callable(format_message) else str(exc)
+
+
+def _similarity(typed: str, flag: str) -> float:
+    return difflib.SequenceMatcher(None, typed.lstrip("-"), flag.lstrip("-")).ratio()
+
+
+def _is_usage_error(exc: Exception) -> bool:
+    """typer (without click) raises its own UsageError family for bad flags."""
+    return type(exc).__name__ in {
+        "UsageError",
+        "NoSuchOption",
+        "BadOptionUsage",
+        "MissingParameter",
+        "BadArgumentUsage",
+    }

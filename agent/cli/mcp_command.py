@@ -1,0 +1,274 @@
+"""`run_mcp.py mcp add|list|get|remove`: manage servers without editing JSON.
+
+The convention of Claude Code, Codex and gemini-cli: `mcp add NAME -- CMD ARGS…`,
+`mcp add --transport http NAME URL`, `-e KEY=VALUE`, `-H "Name: value"`, `-s user|project`
+(user by default). The user scope is the user-level `mcp.json`; the project scope is the
+working directory's `.mcp.json` (Claude Code's project file, read once the folder is
+trusted). Files are written atomically with their permissions kept (a new one is 0600:
+it may hold secrets), through a symlink to the file it points at; env and header values are
+never echoed. Everything printed goes through agent.ui.safe's `terminal`: a repository's
+`.mcp.json` and a server's stderr may hold escape sequences (a window title, a screen clear,
+a clipboard write, text hidden in the very command shown), and they are shown inert.
+
+Kept apart from agent/cli/main.py: main() hands it any command line that starts with `mcp`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from agent.common.errors import ConfigError
+from agent.config.build import build_settings
+from agent.config.files import user_config_dir
+from agent.config.servers import parse_server
+from agent.ui.safe import terminal
+
+PROJECT_FILE = ".mcp.json"
+mcp_app = typer.Typer(
+    add_completion=False,
+    rich_markup_mode=None,
+    no_args_is_help=True,
+    help="Manage MCP servers: add, list, get, remove (user scope: the user-level mcp.json; "
+    "project scope: ./.mcp.json).",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+ScopeOption = Annotated[
+    str | None,
+    typer.Option("--scope", "-s", help="user (the user-level mcp.json) or project (./.mcp.json)."),
+]
+
+
+def scope_file(scope: str, environ: dict[str, str]) -> Path:
+    """The file a scope writes to."""
+    if scope == "project":
+        return Path.cwd() / PROJECT_FILE
+    if scope != "user":
+        raise ConfigError(f"--scope {scope!r}: use user or project")
+    folder = user_config_dir(environ)
+    if folder is None:
+        raise ConfigError("no user config folder: set HOME or MCP_AGENT_CONFIG_DIR")
+    return folder / "mcp.json"
+
+
+def read_doc(path: Path) -> dict[str, Any]:
+    """An mcpServers file's JSON (an empty one when it does not exist yet)."""
+    if not path.exists():
+        return {"mcpServers": {}}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    key = "servers" if "mcpServers" not in doc and "servers" in doc else "mcpServers"
+    if not isinstance(doc.setdefault(key, {}), dict):
+        raise ConfigError(f"{path}: '{key}' must be an object")
+    return doc
+
+
+def servers_of(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["servers"] if "mcpServers" not in doc and "servers" in doc else doc["mcpServers"]
+
+
+def write_doc(path: Path, doc: dict[str, Any]) -> None:
+    """Replace the file `path` names atomically; an existing file keeps its mode, a new one
+    is 0600. A symlink (a dotfiles repository's `mcp.json`) is written through: the new
+    file takes the target's place next to it, and the link stays a link."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = Path(os.path.realpath(path))
+    mode = target.stat().st_mode & 0o777 if target.exists() else 0o600
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        os.chmod(temp, mode)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _pairs(values: list[str], sep: str, flag: str) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        key, found, rest = value.partition(sep)
+        if not found or not key.strip():
+            shape = "KEY=VALUE" if sep == "=" else "'Name: value'"
+            raise ConfigError(f"{flag} {key.strip() or value!r}: expected {shape}")
+        pairs[key.strip()] = rest.strip() if sep == ":" else rest
+    return pairs
+
+
+def new_entry(
+    transport: str, target: list[str], env: list[str], headers: list[str]
+) -> dict[str, Any]:
+    """The mcpServers entry `mcp add` writes (Claude Code's `.mcp.json` shape)."""
+    if transport == "stdio":
+        if not target:
+            raise ConfigError("mcp add NAME -- COMMAND [ARGS…]: the command is missing")
+        if headers:
+            raise ConfigError("-H is for --transport http or sse servers")
+        entry: dict[str, Any] = {"type": "stdio", "command": target[0], "args": target[1:]}
+        if env:
+            entry["env"] = _pairs(env, "=", "-e")
+        return entry
+    if transport not in ("http", "sse"):
+        raise ConfigError(f"--transport {transport!r}: use stdio, http or sse")
+    if len(target) != 1:
+        raise ConfigError(f"mcp add --transport {transport} NAME URL: one URL")
+    if not target[0].startswith(("http://", "https://")):
+        raise ConfigError(f"mcp add {target[0]!r}: the URL must start with http:// or https://")
+    if env:
+        raise ConfigError("-e is for stdio servers (a remote server takes -H headers)")
+    entry = {"type": transport, "url": target[0]}
+    if headers:
+        entry["headers"] = _pairs(headers, ":", "-H")
+    return entry
+
+
+def describe(name: str, entry: Any, where: str = "") -> list[str]:
+    """An entry in words, secrets left out: env and header values are never shown. A value
+    of the wrong shape (a file edited by hand, or a repository's) is a ConfigError naming
+    its key, `where` being the file."""
+    prefix = f"{where}: " if where else ""
+
+    def strings(key: str, value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(
+                f"{prefix}mcpServers.{name}.{key}: must be a list of strings, "
+                f"not {json.dumps(value)[:80]}"
+            )
+        return value
+
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{prefix}mcpServers.{name}: must be an object")
+    kind = entry.get("type") or ("stdio" if "command" in entry else "http")
+    lines = [f"{name}:", f"  type: {kind}"]
+    if "command" in entry:
+        command = strings("command", entry["command"]) + strings("args", entry.get("args", []))
+        lines.append(f"  command: {' '.join(command)}")
+    if "url" in entry:
+        lines.append(f"  url: {entry['url']}")
+    for key in ("env", "headers"):
+        if entry.get(key):
+            names = entry[key] if isinstance(entry[key], dict) else {}
+            lines.append(f"  {key}: {', '.join(map(str, names))} (values not shown)")
+    if entry.get("enabled") is False or entry.get("disabled") is True:
+        lines.append("  enabled: false")
+    return lines
+
+
+@mcp_app.command("add")
+def add(
+    name: Annotated[str, typer.Argument(help="The server's name (its tools' prefix).")],
+    target: Annotated[
+        list[str] | None, typer.Argument(help="stdio: -- COMMAND ARGS…; http/sse: the URL.")
+    ] = None,
+    transport: Annotated[
+        str, typer.Option("--transport", "-t", help="stdio (default), http or sse.")
+    ] = "stdio",
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE for a stdio server.")
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", "-H", help="'Name: value' for http/sse.")
+    ] = None,
+    scope: ScopeOption = None,
+) -> None:
+    """Add a server: `mcp add NAME -- CMD ARGS…` or `mcp add --transport http NAME URL`."""
+    environ = dict(os.environ)
+    path = scope_file(scope or "user", environ)
+    entry = new_entry(transport, target or [], env or [], header or [])
+    parse_server(name, {**entry, "enabled": False}, environ, f"mcp add {name}")  # validates
+    doc = read_doc(path)
+    servers = servers_of(doc)
+    if name in servers:
+        raise ConfigError(
+            f"server '{name}' already exists in {path} (run_mcp.py mcp remove {name} first)"
+        )
+    servers[name] = entry
+    write_doc(path, doc)
+    terminal(f"added {transport} server '{name}' to {path}")
+    for line in describe(name, entry)[1:]:
+        terminal(line)
+    if scope == "project":
+        terminal(
+            "  (the project's .mcp.json is read once this folder is trusted: run_mcp.py trust)"
+        )
+
+
+def _find(name: str, scope: str | None, environ: dict[str, str]) -> tuple[Path, dict[str, Any]]:
+    scopes = [scope] if scope else ["user", "project"]
+    found = [
+        (path, doc)
+        for path in (scope_file(s, environ) for s in scopes)
+        if path.exists() and name in servers_of(doc := read_doc(path))
+    ]
+    if not found:
+        looked = ", ".join(str(scope_file(s, environ)) for s in scopes)
+        raise ConfigError(f"no server '{name}' in {looked}")
+    if len(found) > 1:
+        raise ConfigError(
+            f"server '{name}' is in {found[0][0]} and {found[1][0]}: add -s user|project"
+        )
+    return found[0]
+
+
+@mcp_app.command("get")
+def get(name: Annotated[str, typer.Argument()], scope: ScopeOption = None) -> None:
+    """Show one server's entry (env and header values are not shown)."""
+    path, doc = _find(name, scope, dict(os.environ))
+    for line in describe(name, servers_of(doc)[name], str(path)):
+        terminal(line)
+    terminal(f"  file: {path}")
+
+
+@mcp_app.command("remove")
+def remove(name: Annotated[str, typer.Argument()], scope: ScopeOption = None) -> None:
+    """Remove a server from the file it is in."""
+    path, doc = _find(name, scope, dict(os.environ))
+    del servers_of(doc)[name]
+    write_doc(path, doc)
+    terminal(f"removed server '{name}' from {path}")
+
+
+@mcp_app.command("list")
+def list_servers() -> None:
+    """Every configured server with its live status (each is connected to once)."""
+    environ = dict(os.environ)
+    settings = build_settings(
+        config_path=None, mcp_config_path=None, cli_server=None, environ=environ
+    )
+    if not any(s.config_file for s in settings.servers):
+        terminal("no servers configured (add one: run_mcp.py mcp add NAME -- COMMAND ARGS…)")
+        return
+    redact = settings.redactor(environ)
+    for line in anyio.run(_live_status, settings):
+        terminal(line, redact=redact)  # a server's stderr may hold escapes and secrets
+
+
+async def _live_status(settings: Any) -> list[str]:
+    from agent.tools.registry import ToolRegistry  # heavy: only here
+
+    redact = settings.redactor(os.environ)
+    async with ToolRegistry(settings) as registry:
+        await registry.connect_all()
+        lines = []
+        for server in registry.servers.values():
+            cfg, status = server.config, server.status
+            what = cfg.url if cfg.url else " ".join([cfg.command or "", *cfg.args])
+            if status.state == "ready":
+                state = f"✓ connected ({status.tool_count} tools)"
+            else:
+                state = f"✗ {status.state}: {status.error}"
+            lines.append(redact(f"{cfg.name}: {what} ({cfg.type}) - {state}"))
+    return lines

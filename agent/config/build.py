@@ -1,0 +1,257 @@
+"""Where a run's Settings come from, resolved in one place: defaults < config.toml <
+environment < flags.
+
+build_settings reads the settings file and the mcpServers files (agent/config/servers.py)
+that trust allows (agent/config/trust.py, agent/config/files.py), adds the server named on the
+command line, the saved approvals and each server's roots, and falls back to the bundled
+server when none is left.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agent.common.errors import ConfigError
+from agent.config.dialects import Dialects, InputAsker, note
+from agent.config.files import (
+    client_name,
+    default_files,
+    env_overrides,
+    find_mcp_config,
+    from_file,
+)
+from agent.config.saved_approvals import load as load_approvals
+from agent.config.saved_approvals import with_saved as with_saved_approvals
+from agent.config.servers import (
+    expand_vars,
+    literal_secrets,
+    load_mcp_config,
+    validation_message,
+    warn_if_world_readable,
+)
+from agent.config.settings import (
+    AgentSettings,
+    LLMSettings,
+    ServerConfig,
+    Settings,
+    TelemetrySettings,
+    UISettings,
+)
+from agent.config.trust import Trust
+from agent.config.trust import decide as decide_trust
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Run as a file with -P: the child imports the agent from this same folder, never from its
+# working directory (where a project's own `agent/` package would shadow ours).
+BUNDLED_MAIN = REPO_ROOT / "agent" / "server" / "__main__.py"
+DEFAULT_CONFIG = Path("config/config.toml")
+BUNDLED_SERVER_NAME = "local"
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """The settings file as tables; an unknown section is an error (a typo would otherwise
+    be ignored), and secrets written out in a world-readable file are warned about."""
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read settings ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    unknown = set(doc) - {
+        "llm",
+        "agent",
+        "ui",
+        "trust",
+        "telemetry",
+    }  # [trust]: agent/config/trust.py
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui] [telemetry])"
+        )
+    secrets = [k for name, table in doc.items() for k in literal_secrets(table, "", f"[{name}]")]
+    warn_if_world_readable(path, secrets)
+    return doc
+
+
+def default_state_dir(environ: Mapping[str, str]) -> Path:
+    """Where sessions, logins and approvals live: $MCP_AGENT_STATE_DIR, else the XDG state
+    folder, so nothing is written into the project being worked on."""
+    if environ.get("MCP_AGENT_STATE_DIR"):
+        return Path(environ["MCP_AGENT_STATE_DIR"])
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "mcp-agent"
+
+
+def bundled_server(workspace: Path) -> ServerConfig:
+    """The embedded default server, run with this interpreter so no install is needed.
+
+    `-P` keeps the working directory off the child's sys.path; the file itself puts the
+    folder it lives in first (agent/server/__main__.py), so the child runs this agent's
+    code from a clone, a worktree or an install alike.
+    """
+    return ServerConfig(
+        name=BUNDLED_SERVER_NAME,
+        type="stdio",
+        command=sys.executable,
+        args=("-P", str(BUNDLED_MAIN), "--root", str(workspace)),
+    )
+
+
+def _resolve_sections(
+    path: Path | None, environ: Mapping[str, str], flags: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per-section values: file < environment < flags.
+
+    File strings expand ${VAR} / ${VAR:-default} as mcp.json does, so `api_key =
+    "${MYKEY}"` sends the key, not the reference. A value the environment or a flag
+    overrides is not expanded: an unset variable it names does not matter.
+    """
+    overrides: dict[str, dict[str, Any]] = {"llm": dict(env_overrides(environ))}
+    for name, values in flags.items():
+        overrides.setdefault(name, {}).update({k: v for k, v in values.items() if v is not None})
+    sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}, "telemetry": {}}
+    for name, values in (load_toml(path) if path is not None else {}).items():
+        if name == "trust":  # read by agent/config/trust.py, from the user-level file only
+            continue
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: [{name}] must be a table")
+        kept = from_file(values, overrides.get(name, {}))
+        sections[name].update(expand_vars(kept, environ, f"{path}: [{name}]"))
+    for name, values in overrides.items():
+        sections[name].update(values)
+    return sections
+
+
+def build_settings(
+    *,
+    config_path: Path | None,
+    mcp_config_path: Path | str | None,
+    cli_server: ServerConfig | None,
+    environ: Mapping[str, str],
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+    workspace: Path | None = None,
+    trust_workspace: bool = False,
+    ask_input: InputAsker | None = None,
+) -> Settings:
+    """The one place settings are resolved: defaults < file < environment < flags.
+
+    `flags` holds per-section overrides from the command line ({"llm": {"model": ...}}).
+    Explicit paths must exist; the default paths are used only when present, and the
+    working directory's own (`config/`) only when it is trusted (agent/config/trust.py;
+    `trust_workspace` is --trust-workspace).
+    """
+    root = (workspace or Path.cwd()).resolve()
+    state_dir = default_state_dir(environ)
+    named_mcp = find_mcp_config(mcp_config_path, environ) if mcp_config_path else None
+    if mcp_config_path and client_name(mcp_config_path):  # a name: say which file it meant
+        note(f"--mcp-config {mcp_config_path}: reading {named_mcp}")
+    trust = workspace_trust(root, environ, state_dir, named_mcp=named_mcp, flag=trust_workspace)
+    project = DEFAULT_CONFIG.parent if root == Path.cwd().resolve() else root / "config"
+    default_toml, default_mcp = default_files(environ, project if trust.trusted else None)
+    path = config_path or default_toml
+    sections = _resolve_sections(path, environ, flags or {})
+    where = str(path) if path else "settings"
+    try:
+        llm = LLMSettings(**sections["llm"])
+        agent = AgentSettings(**sections["agent"])
+        ui = UISettings(**sections["ui"])
+        telemetry = TelemetrySettings(**sections["telemetry"])
+    except ValidationError as exc:
+        section = next(n for n, m in _SECTION_MODELS.items() if exc.title == m.__name__)
+        raise ConfigError(validation_message(exc, f"{where}: [{section}]")) from None
+
+    # VS Code's ${input:...} answers are asked by `ask_input` (None: nobody to ask); an
+    # envFile in the working directory is read only once it is trusted.
+    dialects = Dialects(root, environ, ask_input, trusted=trust.trusted)
+    mcp_paths = [named_mcp] if named_mcp else default_mcp
+    servers = _configured_servers(mcp_paths, environ, dialects, state_dir, cli_server)
+    enabled = [_with_roots(s, agent.roots, root) for s in servers if s.enabled]
+    if not enabled:  # no server at all (or all switched off): the bundled one
+        enabled.append(bundled_server(root))
+    return Settings(
+        llm=llm,
+        agent=agent,
+        ui=ui,
+        telemetry=telemetry,
+        servers=tuple(enabled),
+        state_dir=state_dir,
+        workspace=root,
+        workspace_trusted=trust.trusted,
+        untrusted_files=trust.unread(named_settings=config_path, named_servers=named_mcp),
+        config_files=tuple(str(p) for p in ([path] if path else []) + mcp_paths),
+    )
+
+
+def workspace_trust(
+    root: Path,
+    environ: Mapping[str, str],
+    state_dir: Path,
+    *,
+    named_mcp: Path | None = None,
+    flag: bool = False,
+) -> Trust:
+    """Whether `root`'s own files may be used, with every file of it a run would read once
+    trusted: its config files, and the envFiles that the servers files (the user's own,
+    the named one, the folder's) name inside it. Those are what the trust question shows
+    and what the remembered trust's digest covers (agent/config/trust.py)."""
+    project = DEFAULT_CONFIG.parent if root == Path.cwd().resolve() else root / "config"
+    candidates = [named_mcp] if named_mcp else default_files(environ, project)[1]
+    env_files = Dialects(root, environ).workspace_env_files(candidates)
+    return decide_trust(
+        root, environ, state_dir, flag=flag, own_root=REPO_ROOT, env_files=env_files
+    )
+
+
+def _configured_servers(
+    mcp_paths: list[Path],
+    environ: Mapping[str, str],
+    dialects: Dialects,
+    state_dir: Path,
+    cli_server: ServerConfig | None,
+) -> list[ServerConfig]:
+    """The mcpServers files' servers with their saved approvals, then the command line's.
+
+    A later file's entry wins for a name in both (the project's over the user's); the
+    command line's may not reuse a name a file gives.
+    """
+    by_name: dict[str, ServerConfig] = {}
+    for mcp_path in mcp_paths:
+        by_name.update((s.name, s) for s in load_mcp_config(mcp_path, environ, dialects))
+    saved = load_approvals(state_dir)  # /approve save keeps them in a file of our own
+    servers = [with_saved_approvals(s, saved) for s in by_name.values()]
+    if cli_server is not None:
+        if clash := by_name.get(cli_server.name):
+            raise ConfigError(
+                f"server name '{cli_server.name}' is used in {clash.config_file} and on the "
+                "command line"
+            )
+        servers.append(cli_server)
+    return servers
+
+
+def _with_roots(server: ServerConfig, default: tuple[str, ...], base: Path) -> ServerConfig:
+    """The server's roots as absolute folders (`~` expanded, relative to `base`), or False.
+
+    No roots unless configured: a server given folders on its command line (the Claude
+    Desktop way, e.g. server-filesystem's `args`) would otherwise have them replaced by ours.
+    """
+    chosen = default if server.roots is None else server.roots
+    if not chosen:
+        return server.model_copy(update={"roots": False})
+    paths = tuple(str((base / Path(p).expanduser()).resolve()) for p in chosen)
+    return server.model_copy(update={"roots": paths})
+
+
+_SECTION_MODELS: dict[str, type[BaseModel]] = {
+    "llm": LLMSettings,
+    "agent": AgentSettings,
+    "ui": UISettings,
+    "telemetry": TelemetrySettings,
+}
