@@ -1,10 +1,11 @@
 """What the model sees of the servers' tools: a public name and a function declaration each.
 
 Public names are `<server>__<tool>` sanitized to the OpenAI pattern and made unique with a
-deterministic hash suffix, so no server can shadow another server's tool or the agent's own.
-A declaration carries the server's description and schema cut to what one server may put
-into every model request. Apart from the registry because both are pure functions of the
-listed tools: the registry calls them once per change of the tool set.
+deterministic hash suffix where two would collide, so no server can shadow another
+server's tool or the agent's own. A declaration carries the server's description and
+schema cut to what one server may put into every model request. Apart from the registry
+because both are pure functions of the listed tools: the registry calls them once per
+change of the tool set.
 """
 
 from __future__ import annotations
@@ -38,13 +39,16 @@ def assign_names(
     """Map public names to (server, tool), valid and unique, deterministic for the input.
 
     A clean, short name that no other pair would also produce, and that is not reserved,
-    is used as is; every other name is sanitized, cut and given a suffix derived from the
-    exact (server, tool) pair. So servers `evil` (tool `files__delete`) and `evil__files`
-    (tool `delete`) both get suffixed names: neither takes the other's, whatever the config
-    order. The result depends on the set of pairs only (it keeps the input's order).
+    is used as is; a name that only needed its characters replaced (a server called "Azure
+    MCP Server") is used sanitized when no other pair sanitizes to it; every other name is
+    sanitized, cut and given a suffix derived from the exact (server, tool) pair. So
+    servers `evil` (tool `files__delete`) and `evil__files` (tool `delete`) both get
+    suffixed names: neither takes the other's, whatever the config order. The result
+    depends on the set of pairs only (it keeps the input's order).
     """
     pairs = list(pairs)
     raw_counts = Counter(f"{server}__{tool}" for server, tool in set(pairs))
+    clean_counts = Counter(_INVALID.sub("_", f"{s}__{t}") for s, t in set(pairs))
     taken = set(reserved)
     chosen: dict[tuple[str, str], str] = {}
     for server, tool in sorted(set(pairs)):
@@ -55,6 +59,10 @@ def assign_names(
             taken.add(raw)
     for server, tool in sorted(set(pairs) - set(chosen)):
         clean = _INVALID.sub("_", f"{server}__{tool}")
+        if clean_counts[clean] == 1 and clean not in taken and len(clean) <= NAME_LIMIT:
+            chosen[(server, tool)] = clean  # "Azure MCP Server" -> Azure_MCP_Server__...
+            taken.add(clean)
+            continue
         suffix = _digest(server, tool)
         name = f"{clean[: NAME_LIMIT - len(suffix) - 1]}_{suffix}"
         counter = 1

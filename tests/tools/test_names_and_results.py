@@ -199,3 +199,14 @@ def test_the_envelope_and_description_mark_are_short_and_the_prompt_says_what_th
     for base in (None, "You are terse."):
         prompt = Memory.with_instructions(base, {}).system_prompt
         assert "<untrusted-data>" in prompt and "[external: server]" in prompt
+
+
+def test_a_server_name_with_spaces_reads_without_a_suffix() -> None:
+    """Issue 31 #5: Azure's README names its server "Azure MCP Server"."""
+    names = assign_names([("Azure MCP Server", "subscription_list"), ("time", "now")])
+    assert names["Azure_MCP_Server__subscription_list"] == ("Azure MCP Server", "subscription_list")
+
+
+def test_two_names_that_sanitize_alike_both_get_suffixes() -> None:
+    names = assign_names([("my server", "x"), ("my.server", "x")])
+    assert len(names) == 2 and "my_server__x" not in names
