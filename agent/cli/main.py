@@ -98,7 +98,11 @@ def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
     )
     flags = {
         "llm": {"model": opts["model"], "base_url": opts["base_url"]},
-        "agent": {"max_steps": opts["max_steps"]},
+        "agent": {
+            "max_steps": opts["max_steps"],
+            "allowed_tools": tuple(opts["allowed_tools"]) or None,
+            "disallowed_tools": tuple(opts["disallowed_tools"]) or None,
+        },
         "ui": {
             "quiet": opts["quiet"] or None,
             "verbose": opts["verbose"] or None,
@@ -234,6 +238,24 @@ def run(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
     ] = False,
+    allowed_tools: Annotated[
+        list[str],
+        typer.Option(
+            "--allowed-tools",
+            "--allowedTools",
+            help="Tools that run without asking, also in -p (repeatable; patterns such as "
+            "local__bash, 'db__*' or Claude Code's mcp__db__query, comma- or space-separated).",
+        ),
+    ] = [],  # noqa: B006
+    disallowed_tools: Annotated[
+        list[str],
+        typer.Option(
+            "--disallowed-tools",
+            "--disallowedTools",
+            help="Tools that never run and are not offered to the model (patterns as for "
+            "--allowed-tools; wins over it, --yes and trust).",
+        ),
+    ] = [],  # noqa: B006
     resume: Annotated[
         str | None,
         typer.Option("--resume", help="Continue a saved session: ID, or nothing for the latest."),

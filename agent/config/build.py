@@ -52,6 +52,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_MAIN = REPO_ROOT / "agent" / "server" / "__main__.py"
 DEFAULT_CONFIG = Path("config/config.toml")
 BUNDLED_SERVER_NAME = "local"
+# List settings a flag adds to rather than replaces: `--disallowed-tools` must not lift
+# what the settings file disallows.
+ADDITIVE_KEYS = frozenset({"allowed_tools", "disallowed_tools"})
 
 
 def load_toml(path: Path) -> dict[str, Any]:
@@ -122,11 +125,19 @@ def _resolve_sections(
             continue
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
-        kept = from_file(values, overrides.get(name, {}))
+        replaced = {k: v for k, v in overrides.get(name, {}).items() if k not in ADDITIVE_KEYS}
+        kept = from_file(values, replaced)
         sections[name].update(expand_vars(kept, environ, f"{path}: [{name}]"))
     for name, values in overrides.items():
+        for key in ADDITIVE_KEYS & values.keys() & sections[name].keys():  # flags add to these
+            values = {**values, key: (*_listed(sections[name][key]), *values[key])}
         sections[name].update(values)
     return sections
+
+
+def _listed(value: Any) -> tuple[Any, ...]:
+    """A file's list setting as a tuple (a lone string is one item, as pydantic would not)."""
+    return tuple(value) if isinstance(value, list | tuple) else (value,)
 
 
 def build_settings(

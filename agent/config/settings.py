@@ -85,6 +85,10 @@ class AgentSettings(_Frozen):
     # Folders offered as MCP roots to servers that set no `roots` of their own (none by
     # default: a server keeps the folders its own command line gives it).
     roots: tuple[str, ...] = ()
+    # Tools run without asking / never run nor offered to the model (globs over `server__tool`
+    # and Claude Code's `mcp__server__tool`); --allowed-tools / --disallowed-tools add to them.
+    allowed_tools: tuple[str, ...] = ()
+    disallowed_tools: tuple[str, ...] = ()
 
 
 class UISettings(_Frozen):

@@ -14,7 +14,7 @@ from agent.common.images import SavedImage as SavedImage
 # Token counts: one type for the model seam and the events (re-exported for front ends).
 from agent.model.model_types import Usage as Usage
 
-RunStatus = Literal["answered", "max_steps", "error", "cancelled"]
+RunStatus = Literal["answered", "refused", "max_steps", "error", "cancelled"]
 
 
 @dataclass(frozen=True)

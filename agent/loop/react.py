@@ -30,6 +30,7 @@ from agent.loop.events import (
     RunFinished,
     RunStarted,
     StepStarted,
+    ToolCallFinished,
     Usage,
 )
 from agent.loop.gate import Decided, ToolGate
@@ -58,6 +59,27 @@ class RunAgain:
 
 
 NextStep = FinalAnswer | RunAgain
+
+
+@dataclass
+class RefusedCalls:
+    """A run's calls of servers' tools, and how many were refused (not approved, disallowed,
+    blocked by a hook): a run whose every call was refused has answered nothing it was asked
+    to do, and ends with status `refused` (exit 4) rather than `answered`."""
+
+    calls: int = 0
+    refused: int = 0
+
+    def count(self, event: Event) -> None:
+        if isinstance(event, ToolCallFinished) and event.server not in ("", "agent"):
+            self.calls += 1
+            self.refused += event.denied
+
+    def finished(self, text: str, step: int, usage: Usage) -> RunFinished:
+        if self.calls and self.refused == self.calls:
+            why = f"every tool call of this run was refused ({self.calls})"
+            return RunFinished("refused", text, step, usage, why)
+        return RunFinished("answered", text, step, usage)
 
 
 class Agent:
@@ -101,7 +123,13 @@ class Agent:
             compact_at=compact_at,
         )
         # What each request offers: servers' tools, ours, terminate (agent.loop.tool_offer).
-        self.offer = ToolOffer(tools, agent_tools=agent_tools, search=tool_search, results=results)
+        self.offer = ToolOffer(
+            tools,
+            agent_tools=agent_tools,
+            search=tool_search,
+            results=results,
+            hidden=self.approval.hidden,  # --disallowed-tools: never offered
+        )
         self.offer.offer(  # tools a resumed session used stay offered
             call["function"]["name"]
             for message in memory.messages
@@ -180,6 +208,7 @@ class Agent:
             return
         self.memory.add_user(with_context(request, hooked.context))
         step = 0
+        refused = RefusedCalls()
         try:
             while step < self.max_steps:
                 step += 1
@@ -189,10 +218,11 @@ class Agent:
                     if isinstance(item, FinalAnswer | RunAgain):
                         outcome = item
                     else:
+                        refused.count(item)
                         yield item
                 match outcome:
                     case FinalAnswer(text):
-                        yield RunFinished("answered", text, step, self._run_usage)
+                        yield refused.finished(text, step, self._run_usage)
                         return
                     case RunAgain():
                         continue

@@ -49,17 +49,48 @@ def parse_calls(tool_calls: tuple[ToolCall, ...], offer: ToolOffer, *, cut: bool
         while not call_id or call_id in seen:  # a made-up id must be new too
             call_id, suffix = f"{tc.id or 'call'}_{suffix}", suffix + len(tool_calls)
         seen.add(call_id)
-        spec = offer.tools.tools.get(tc.name)
+        name, spec, unknown = resolve(tc.name, offer)
         arguments, problem = parse_arguments(tc.arguments)
-        if spec is None and not offer.knows(tc.name):
-            problem = offer.unknown(tc.name)
+        problem = unknown or problem
         if finished:
             problem = f"not run: '{TERMINATE}' came before it in the same reply"
         if cut:
             problem = CUT_CALL
-        calls.append(Call(call_id, tc.name, arguments, spec, problem))
+        calls.append(Call(call_id, name, arguments, spec, problem))
         finished = finished or (tc.name == TERMINATE and problem is None)
     return calls
+
+
+def resolve(name: str, offer: ToolOffer) -> tuple[str, ToolSpec | None, str | None]:
+    """(the name the call runs as, its tool, the problem when it cannot run).
+
+    Small models often write a tool's own name (`get_current_time`) or Claude Code's
+    (`mcp__local__get_current_time`) where `local__get_current_time` is offered. Such a
+    name runs the one offered tool it can mean; when several servers have a tool of that
+    name, none runs (that collision is what the namespacing exists to prevent) and the
+    model is told the full names to choose from.
+    """
+    spec = offer.tools.tools.get(name)
+    if spec is not None or offer.knows(name):
+        return name, spec, None
+    candidates = sorted(
+        public
+        for public, tool in offer.tools.tools.items()
+        if name in (tool.name, public.partition("__")[2], f"mcp__{tool.server}__{tool.name}")
+        and offer.offers(public)
+    )
+    if len(candidates) == 1:
+        return candidates[0], offer.tools.tools[candidates[0]], None
+    if candidates:
+        return (
+            name,
+            None,
+            (
+                f"unknown tool '{name}': {len(candidates)} servers have a tool of that name "
+                f"({', '.join(candidates)}); call the one you mean by its full name"
+            ),
+        )
+    return name, None, offer.unknown(name)
 
 
 def batches(calls: list[Call], verdicts: Mapping[str, str | None]) -> list[list[Call]]:

@@ -76,8 +76,12 @@ class ToolOffer:
         agent_tools: Callable[[], Mapping[str, AgentTool]] | None = None,
         search: ToolSearch | None = None,
         results: ResultStore | None = None,
+        hidden: Callable[[ToolSpec, str], bool] | None = None,
     ) -> None:
         self.tools = tools
+        # Tools never offered to the model (--disallowed-tools): the gate refuses them too.
+        self.hidden = hidden
+        self._visible: tuple[object, list[dict[str, Any]], dict[str, ToolSpec]] | None = None
         # The agent's own tools besides terminate, asked for each step: they come and go
         # with what servers publish (read_resource once any server has resources).
         self._catalog_tools: Callable[[], Mapping[str, AgentTool]] = agent_tools or dict
@@ -97,6 +101,24 @@ class ToolOffer:
         """Tools the model used (or a resumed session used) stay offered for the session."""
         if self.search is not None:
             self.search.offer(names)
+
+    def offers(self, name: str) -> bool:
+        """Whether a server's tool `name` may be offered to the model (not disallowed)."""
+        spec = self.tools.tools.get(name)
+        return spec is not None and not (self.hidden is not None and self.hidden(spec, name))
+
+    def visible(self) -> tuple[list[dict[str, Any]], dict[str, ToolSpec]]:
+        """The servers' declarations and tools the model may see: all of them unless some
+        are hidden; filtered once per change of the registry's list."""
+        servers = self.tools.openai_tools()
+        if self.hidden is None:
+            return servers, self.tools.tools
+        cached = self._visible
+        if cached is None or cached[0] is not servers:
+            shown = {n: s for n, s in self.tools.tools.items() if self.offers(n)}
+            listed = [t for t in servers if t["function"]["name"] in shown]
+            cached = self._visible = (servers, listed, shown)
+        return cached[1], cached[2]
 
     def knows(self, name: str) -> bool:
         """Whether a call to `name` can run: a server's tool, `terminate`, or one of ours."""
@@ -122,7 +144,7 @@ class ToolOffer:
         if cached is None or any(a is not b for a, b in zip(cached[0], key, strict=True)):
             extra: dict[str, AgentTool] = {}
             if self.search is not None and searching:
-                schema = self.search.tool_schema(self.tools.tools)
+                schema = self.search.tool_schema(self.visible()[1])
                 extra[FIND_TOOLS] = AgentTool(schema, self._find_tools)
             if reading:
                 extra[READ_RESULT] = AgentTool(READ_RESULT_SCHEMA, self._read_result)
@@ -135,12 +157,12 @@ class ToolOffer:
 
     async def _find_tools(self, arguments: dict[str, Any]) -> Observation:
         assert self.search is not None
-        return self.search.find(self.tools.tools, arguments)
+        return self.search.find(self.visible()[1], arguments)
 
     def tool_list(self) -> tuple[list[dict[str, Any]], int]:
         """The model's tool list and its token estimate, rebuilt only when the servers' or
         the agent's tools change, or tool search offers more of them."""
-        servers = self.tools.openai_tools()
+        servers = self.visible()[0]
         engaged = self.search is not None and self.search.engage(servers)
         own = self.own_tools()
         version = self.search.version if self.search is not None else 0

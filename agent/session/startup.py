@@ -31,7 +31,7 @@ from agent.config.settings import Settings
 from agent.extensions.hook_files import HookSet
 from agent.extensions.skills import Skills, merged_tools, open_skills
 from agent.extensions.telemetry_open import open_telemetry
-from agent.loop.approval import ApprovalPolicy, AskFn
+from agent.loop.approval import ApprovalPolicy, AskFn, ToolRules
 from agent.loop.events import Usage
 from agent.loop.react import Agent
 from agent.loop.tool_offer import AGENT_TOOL_NAMES
@@ -263,7 +263,10 @@ def build_agent(
     memory.marker = saved.transcript.mark
     for call_id in memory.pending_call_ids():  # a session killed mid-step
         memory.add_tool_result(call_id, "Error: interrupted before it finished")
-    approval = ApprovalPolicy(mode=settings.ui.approval, ask=ask, trusted=settings.trusts)
+    rules = ToolRules.of(settings.agent.allowed_tools, settings.agent.disallowed_tools)
+    approval = ApprovalPolicy(
+        mode=settings.ui.approval, ask=ask, trusted=settings.trusts, rules=rules
+    )
     return Agent(
         model,
         registry,

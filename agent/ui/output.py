@@ -28,10 +28,10 @@ from agent.loop.events import (
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.ui.render import EventRenderer
-from agent.ui.safe import SafeConsole, json_text, markdown, terminal
+from agent.ui.safe import SafeConsole, json_text, markdown, terminal, without_envelope_tags
 
 # A run's status -> its exit code (2, usage and config errors, is decided in agent.cli.main).
-EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "cancelled": 130}
+EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "refused": 4, "cancelled": 130}
 CUT_SHORT = "cancelled by the user before it finished"
 
 
