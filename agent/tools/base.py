@@ -27,7 +27,7 @@ from agent.common.redact import PATTERNS_ONLY, Redactor
 from agent.config.settings import ServerConfig
 from agent.tools.launchers import SLOW_START_NOTICE, slow_start_message, timeout_hint
 from agent.tools.launchers import connect_timeout as launcher_aware_timeout
-from agent.tools.server_errors import describe_exception, login_needed, says_all
+from agent.tools.server_errors import describe_exception, login_needed, says_all, stderr_headline
 from agent.tools.toolspec import ToolSpec
 
 if TYPE_CHECKING:
@@ -296,7 +296,7 @@ class ToolServer(ABC):
             raise ToolServerError(self.name, "connect", self.status.error or cause)
         if cause is not None:
             self.status.stderr_tail = [self.redact(line) for line in self.stderr_tail()]
-            tail = " | ".join(self.status.stderr_tail)
+            tail = stderr_headline(self.status.stderr_tail)  # its `Error:` line, if any
             self._set_error(f"{cause}{STDERR_SEPARATOR}{tail}" if tail else cause)
             self.status.state = "failed"
             raise ToolServerError(self.name, "connect", self.status.error or cause)

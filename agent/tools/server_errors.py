@@ -7,6 +7,22 @@ catalog and skills read them without needing the connection.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
+# A line where a program says what went wrong: Go's and Rust's `Error: ...`, argparse's
+# `prog: error: ...`, `fatal: ...`; a usage text after it is the program's, not the cause.
+_ERROR_LINE = re.compile(r"(?:^|[\s:])(?:error|fatal)(?:\[[^\]]*\])?:\s", re.IGNORECASE)
+# What the resolver says when a host name does not resolve (glibc, macOS, Windows, musl).
+_DNS_WORDS = (
+    "Name or service not known",
+    "nodename nor servname",
+    "getaddrinfo failed",
+    "Temporary failure in name resolution",
+    "No address associated with hostname",
+    "Name does not resolve",
+)
+
 
 class ConnectProblem(Exception):
     """A connect failure whose message is already phrased for the user."""
@@ -39,6 +55,8 @@ def describe_exception(exc: BaseException) -> str:
         return f"command not found: {exc.filename}"
     if name == "MCPError" and "Connection closed" in text:
         return "the server closed the connection (it exited or crashed at start; see its log)"
+    if name == "ConnectError" and any(word in text for word in _DNS_WORDS):
+        return f"the host name does not resolve ({text}): check the URL's host"
     if name == "ConnectError":
         return f"connection refused ({text})" if text else "connection refused"
     return f"{name}: {text}" if text else name
@@ -61,3 +79,15 @@ def says_all(exc: BaseException | None) -> bool:
     """The failure's message is the whole story: no server log tail is added."""
     problem = connect_problem(exc)
     return problem is not None and problem.says_all
+
+
+def first_error_line(lines: Sequence[str]) -> str | None:
+    """The first line in which a server says `Error: ...` (or `error:`, `fatal:`), if any."""
+    return next((line.strip() for line in lines if _ERROR_LINE.search(line)), None)
+
+
+def stderr_headline(lines: Sequence[str]) -> str:
+    """What a failed start quotes of the server's stderr: its first error line when it
+    wrote one (a usage text printed after it says nothing of the cause), else its last
+    lines joined."""
+    return first_error_line(lines) or " | ".join(lines)

@@ -21,6 +21,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from agent.common.private import private_folder
+from agent.tools.server_errors import first_error_line
 
 STDERR_TAIL_LINES = 5
 LOG_LIMIT = 10 * 1024 * 1024  # bytes of a server's log before it is rotated
@@ -99,7 +100,8 @@ class ServerLog:
         self._start = 0
 
     def tail(self) -> list[str]:
-        """The last lines the server wrote in the current attempt (our notes left out)."""
+        """The last lines the server wrote in the current attempt (our notes left out), its
+        first error line kept in front when it scrolled out of them."""
         self.flush()
         try:
             with self.path.open("rb") as fh:
@@ -109,7 +111,11 @@ class ServerLog:
             return []
         # Our own notes in the log ("[agent] ...") are not what the server said.
         lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("[agent]")]
-        return lines[-STDERR_TAIL_LINES:]
+        last = lines[-STDERR_TAIL_LINES:]
+        error = first_error_line(lines)  # kept first, however long the usage text after it
+        if error is not None and error not in (line.strip() for line in last):
+            last = [error, *lines[-(STDERR_TAIL_LINES - 1) :]]
+        return last
 
     # ----------------------------------------------------------------- the stderr pump
 
