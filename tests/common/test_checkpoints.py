@@ -1,0 +1,166 @@
+"""Checkpoints and their store (agent/common/checkpoints.py, snapshots.py), driven by the
+real loop with scripted tools: when snapshots are taken, what a restore may touch, the
+caps, pruning and a resumed store. The REPL's /undo and /redo run whole in
+tests/e2e/test_undo_terminal.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agent.common import checkpoints as checkpoints_module
+from agent.common.checkpoints import Checkpoints, Plan
+from agent.common.memory import Memory
+from agent.common.snapshots import Caps
+from agent.loop.events import Notice
+from agent.loop.react import Agent
+from tests.support.fake_model import FakeModel, FakeTools, answer, calls, drain
+
+pytestmark = pytest.mark.anyio
+
+
+def workspace_with(tmp_path: Path, **files: str) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    for name, content in files.items():
+        (root / name).write_text(content)
+    return root
+
+
+def agent_over(root: Path, store: Checkpoints, model: FakeModel) -> Agent:
+    """The loop with two tools: `write` (may change things) and `look` (read-only)."""
+
+    async def write(args: dict[str, Any]) -> str:
+        target = root / args["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(args["text"])
+        return "written"
+
+    async def look(args: dict[str, Any]) -> str:
+        return "looked"
+
+    tools = FakeTools({"write": write, "look": look}, read_only=frozenset({"look"}))
+    return Agent(model, tools, Memory(), checkpoints=store)
+
+
+async def plan(store: Checkpoints, direction: str = "undo") -> Plan:
+    found = await store.plan("undo" if direction == "undo" else "redo")
+    assert isinstance(found, Plan), found
+    return found
+
+
+async def test_a_turn_of_read_only_calls_takes_no_snapshot(tmp_path: Path) -> None:
+    root = workspace_with(tmp_path, a="a")
+    store = Checkpoints(tmp_path / "s.checkpoints", root)
+    model = FakeModel([calls(("look", {})), answer("done")])
+    await drain(agent_over(root, store, model), "look around")
+    assert store.turns == [] and not (tmp_path / "s.checkpoints" / "objects").exists()
+    assert await store.plan("undo") == (
+        "nothing to undo: no turn of this session changed files in the workspace"
+    )
+
+
+async def test_one_turn_of_several_steps_is_undone_as_one(tmp_path: Path) -> None:
+    root = workspace_with(tmp_path, a="one")
+    store = Checkpoints(tmp_path / "s.checkpoints", root)
+    model = FakeModel(
+        [
+            calls(("write", {"path": "a", "text": "two"})),
+            calls(("write", {"path": "sub/dir/b", "text": "new"})),
+            answer("done"),
+        ]
+    )
+    await drain(agent_over(root, store, model), "change things")
+    assert len(store.turns) == 1
+    said = await store.apply(await plan(store))
+    assert "restored 1 (a), removed 1 (sub/dir/b)" in said
+    assert (root / "a").read_text() == "one"
+    assert sorted(os.listdir(root)) == ["a"]  # the folders the turn made went with it
+
+
+async def test_a_change_with_the_same_size_and_mtime_is_still_seen(tmp_path: Path) -> None:
+    """The stat cache may spare reading a file only when nothing could have changed it:
+    a same-size rewrite with its mtime put back still changes the ctime."""
+    root = workspace_with(tmp_path, a="aaaa")
+    store = Checkpoints(tmp_path / "s.checkpoints", root)
+    first = await anyio.to_thread.run_sync(store.store.snapshot, None)
+    before = os.stat(root / "a")
+    (root / "a").write_text("bbbb")
+    os.utime(root / "a", ns=(before.st_atime_ns, before.st_mtime_ns))
+    second = await anyio.to_thread.run_sync(store.store.snapshot, first)
+    assert second.files["a"].sha != first.files["a"].sha
+
+
+async def test_a_restore_never_writes_through_a_folder_replaced_by_a_symlink(
+    tmp_path: Path,
+) -> None:
+    root = workspace_with(tmp_path)
+    (root / "sub").mkdir()
+    (root / "sub" / "f").write_text("old")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("outside, must stay")
+    store = Checkpoints(tmp_path / "s.checkpoints", root)
+    model = FakeModel([calls(("write", {"path": "sub/f", "text": "new"})), answer("done")])
+    await drain(agent_over(root, store, model), "change sub/f")
+    (root / "sub" / "f").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(outside)  # after the turn, `sub` leads out of the workspace
+    said = await store.apply(await plan(store))
+    assert "sub/f: its folder is not a real folder inside the workspace; not restored" in said
+    assert (outside / "f").read_text() == "outside, must stay"
+
+
+async def test_files_past_the_caps_are_said_and_never_deleted_by_undo(tmp_path: Path) -> None:
+    root = workspace_with(tmp_path, small="s")
+    caps = Caps(max_file_bytes=100)
+    store = Checkpoints(tmp_path / "s.checkpoints", root, caps=caps)
+    big = ("write", {"path": "big", "text": "x" * 500})
+    model = FakeModel([calls(big, ("write", {"path": "small", "text": "t"})), answer("done")])
+    agent = agent_over(root, store, model)
+    (root / "huge").write_text("y" * 500)
+    events = await drain(agent, "write")
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert any(
+        "1 file of the workspace not snapshotted (larger than the size cap" in n for n in notices
+    )
+    said = await store.apply(await plan(store))
+    assert "restored 1 (small)" in said and "past the snapshot caps" in said
+    assert (root / "big").exists() and (root / "huge").exists()  # unknown before: left alone
+
+
+async def test_old_turns_are_pruned_and_a_reopened_store_keeps_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints_module, "KEEP_TURNS", 3)
+    root = workspace_with(tmp_path, a="0")
+    folder = tmp_path / "s.checkpoints"
+    store = Checkpoints(folder, root)
+    writes = (calls(("write", {"path": "a", "text": str(n)})) for n in range(1, 6))
+    agent = agent_over(root, store, FakeModel([r for w in writes for r in (w, answer("done"))]))
+    for n in range(1, 6):
+        await drain(agent, f"write {n}")
+    assert [t.number for t in store.turns] == [3, 4, 5]
+    assert len(list((folder / "manifests").glob("*.json"))) == 6  # before and after of each
+    assert len([p for p in (folder / "objects").rglob("*") if p.is_file()]) == 4  # "2".."5"
+
+    reopened = Checkpoints(folder, root)  # what --resume does
+    for expected in ("4", "3", "2"):
+        await reopened.apply(await plan(reopened))
+        assert (root / "a").read_text() == expected
+    assert "nothing more to undo" in str(await reopened.plan("undo"))
+    assert (folder / "checkpoints.json").stat().st_mode & 0o777 == 0o600
+
+
+async def test_the_state_folder_inside_the_workspace_is_not_snapshotted(tmp_path: Path) -> None:
+    root = workspace_with(tmp_path, a="a")
+    state = root / ".state"
+    (state / "sessions").mkdir(parents=True)
+    (state / "history").write_text("typed lines")
+    store = Checkpoints(state / "sessions" / "x.checkpoints", root, exclude=(state,))
+    manifest = await anyio.to_thread.run_sync(store.store.snapshot, None)
+    assert sorted(manifest.files) == ["a"]
