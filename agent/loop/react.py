@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
+from anyio.abc import ObjectSendStream
 
+from agent.common.checkpoints import Checkpoints
 from agent.common.errors import ContextOverflowError, ModelError, ToolsUnsupportedError
 from agent.common.images import ImageStore
 from agent.common.memory import Fitted, Memory
@@ -105,6 +108,7 @@ class Agent:
         compact_at: float = 0.0,
         telemetry: Telemetry = OFF,
         image_store: ImageStore | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -112,6 +116,8 @@ class Agent:
         self.max_steps = max_steps
         self.approval = approval or ApprovalPolicy(mode="yes")
         self.hooks = hooks  # the user's hooks (agent.extensions.hooks); None: none configured
+        # Snapshots before calls that may change files, for /undo (agent.common.checkpoints).
+        self.checkpoints = checkpoints
         self.telemetry = (
             telemetry  # spans of runs, steps, requests, calls (agent.extensions.telemetry)
         )
@@ -197,6 +203,8 @@ class Agent:
         self._run_usage, self._stop_active = Usage(), False
         self.calls.new_run()
         self._request = request
+        if self.checkpoints is not None:
+            self.checkpoints.begin_turn(request)
         self.budget.new_run()
         yield RunStarted(request)
         hooked = await self._fire("UserPromptSubmit", request)
@@ -435,7 +443,8 @@ class Agent:
         async def run_all() -> None:
             async with send:
                 for batch in batches(calls, verdicts):
-                    async with anyio.create_task_group() as tg:
+                    checkpoint = self._checkpoint(batch, verdicts, send)
+                    async with checkpoint, anyio.create_task_group() as tg:
                         for call in batch:
                             span = self._step_span
                             tg.start_soon(
@@ -457,6 +466,28 @@ class Agent:
                     structured=done.structured if done else None,
                 )
             self._attach_images(calls, results)
+
+    @asynccontextmanager
+    async def _checkpoint(
+        self, batch: list[Call], verdicts: Mapping[str, str | None], send: ObjectSendStream[Event]
+    ) -> AsyncIterator[None]:
+        """A snapshot before a batch that may change things runs, and after it (also when
+        it was cut short: bounded by the snapshot's own deadline)."""
+        changing = [
+            (c.spec.server, c.spec.name)
+            for c in batch
+            if verdicts[c.id] is None and c.spec is not None and not c.spec.read_only
+        ]
+        if self.checkpoints is None or not changing:
+            yield
+            return
+        if (notice := await self.checkpoints.before(changing)) is not None:
+            await send.send(Notice(notice, "warning"))
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.checkpoints.after()
 
     def _attach_images(self, calls: list[Call], results: dict[str, Observation]) -> None:
         """Images of this step's results, for the model, after them (see agent.loop.vision)."""

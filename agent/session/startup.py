@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.auth.login import LoginHost
+from agent.common.checkpoints import Checkpoints
 from agent.common.errors import ConfigError
 from agent.common.memory import Memory, describe_environment
 from agent.common.transcript import Loaded, Transcript, find_session, load
@@ -293,6 +294,24 @@ def build_agent(
             capture_content=settings.telemetry.capture_content,
         ),
         image_store=saved.transcript.images,
+        checkpoints=checkpoints(settings, registry, saved),
+    )
+
+
+def checkpoints(settings: Settings, registry: ToolRegistry, saved: Loaded) -> Checkpoints:
+    """The session's snapshots for /undo, beside its transcript (`<id>.checkpoints/`, so a
+    resume finds them); a call to a server that is not a local process is remote."""
+
+    def is_remote(server: str) -> bool:
+        found = registry.servers.get(server)
+        return found is not None and found.config.type != "stdio"
+
+    return Checkpoints(
+        saved.transcript.path.with_suffix(".checkpoints"),
+        settings.workspace,
+        redact=registry.redact,
+        is_remote=is_remote,
+        exclude=(settings.state_dir,),
     )
 
 

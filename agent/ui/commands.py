@@ -22,6 +22,7 @@ from rich.text import Text
 
 from agent.apps.host import AppHost
 from agent.auth.provider import forget
+from agent.common.checkpoints import Direction
 from agent.common.errors import ConfigError, ToolServerError
 from agent.common.transcript import Transcript, save_export, to_markdown
 from agent.config import saved_approvals
@@ -153,6 +154,8 @@ class SlashCommands:
                 lambda: ["ask", "yes", "read-only", "save"],
             ),
             Command("save", "export the conversation as Markdown: /save [file.md]", self._save),
+            Command("undo", "restore the files the last turn changed (again: earlier)", self._undo),
+            Command("redo", "re-apply the changes /undo took back", self._redo),
         )
 
     def _login_and_app_commands(self) -> tuple[Command, ...]:
@@ -364,6 +367,30 @@ class SlashCommands:
         if self.transcript is not None:
             self.transcript.mark("clear")
         self.console.print(Text("conversation cleared", style="dim"))
+
+    async def _undo(self, arg: str) -> None:
+        await self._restore("undo")
+
+    async def _redo(self, arg: str) -> None:
+        await self._restore("redo")
+
+    async def _restore(self, direction: Direction) -> None:
+        """/undo, /redo (agent.common.checkpoints): asks before overwriting files changed
+        outside the agent since its snapshot."""
+        checkpoints = self.agent.checkpoints
+        if checkpoints is None:
+            self.console.print(Text(f"/{direction}: this session keeps no checkpoints"))
+            return
+        plan = await checkpoints.plan(direction)
+        if isinstance(plan, str):
+            self.console.print(Text(plan))
+            return
+        if plan.conflicts:
+            answer = await self.question(checkpoints.question(plan))
+            if (answer or "").strip().lower() not in ("y", "yes"):
+                self.console.print(Text(f"/{direction}: nothing changed", style="dim"))
+                return
+        self.console.print(Text(await checkpoints.apply(plan)))
 
     async def _history(self, arg: str) -> None:
         for message in self.agent.memory.messages:
