@@ -233,7 +233,20 @@ def run(
         typer.Option("--max-steps", min=1, help="Most think/act steps per request (default 20)."),
     ] = None,
     output: Annotated[
-        str, typer.Option("--output", help="Single-shot output: text or json.")
+        str,
+        typer.Option(
+            "--output",
+            help="Single-shot output: text, json, or stream-json (a JSON line per event; "
+            "see docs/programs.md).",
+        ),
+    ] = "text",
+    input_format: Annotated[
+        str,
+        typer.Option(
+            "--input-format",
+            help="text, or stream-json: stdin is JSON lines, a turn each, in one session "
+            "(needs --output stream-json).",
+        ),
     ] = "text",
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
@@ -294,8 +307,9 @@ def run(
     ] = False,
 ) -> None:
     """Run the agent: a REPL, or one request with --prompt."""
-    if output not in ("text", "json"):
-        raise ConfigError(f"--output {output!r}: use text or json")
+    if output not in ("text", "json", "stream-json"):
+        raise ConfigError(f"--output {output!r}: use text, json or stream-json")
+    streamed_input = _input_format(input_format, output, prompt)
     opts = dict(locals())
     settings = resolve_settings(opts, dict(os.environ))
     # Before any server starts: the REPL asks about a folder with its own files.
@@ -309,7 +323,9 @@ def run(
         from agent.cli.login_command import run_login
 
         raise typer.Exit(run_login(settings, login))
-    request = _single_shot_request(prompt, interactive)
+    request = None if streamed_input else _single_shot_request(prompt, interactive)
+    if output == "stream-json" and request is None and not streamed_input:
+        raise ConfigError("--output stream-json needs --prompt, or --input-format stream-json")
     prestarts = Prestarts()  # none yet: Ctrl-C while they start is handled below too
     report = output == "json" and request is not None  # until the run reports for itself
     try:
@@ -317,7 +333,12 @@ def run(
         prestarts = prestart(settings.servers, os.environ)
         from agent.cli.front_ends import run_repl, run_single  # heavy: once settings are valid
 
-        if request is None:
+        if output == "stream-json":  # agent/cli/stream_front.py: JSON lines for programs
+            from agent.cli.stream_front import run_stream
+
+            report = False
+            code = run_stream(settings, request, resume=resume, prestarts=prestarts)
+        elif request is None:
             code = run_repl(settings, resume=resume, prestarts=prestarts)
         else:
             report = False
@@ -350,6 +371,17 @@ def _unbegun_run(status: str, error: str) -> str:
     usage = {"prompt_tokens": None, "completion_tokens": None}
     run: dict[str, Any] = {"answer": None, "status": status, "steps": 0, "tool_calls": []}
     return json.dumps({**run, "usage": usage, "error": error, "servers": []})
+
+
+def _input_format(value: str, output: str, prompt: str | None) -> bool:
+    """Whether the turns come from stdin as JSON lines (`--input-format stream-json`)."""
+    if value not in ("text", "stream-json"):
+        raise ConfigError(f"--input-format {value!r}: use text or stream-json")
+    if value == "stream-json" and output != "stream-json":
+        raise ConfigError("--input-format stream-json needs --output stream-json")
+    if value == "stream-json" and prompt is not None:
+        raise ConfigError("--input-format stream-json reads the turns from stdin: drop --prompt")
+    return value == "stream-json"
 
 
 def _output(value: str) -> Literal["text", "json"]:
@@ -419,12 +451,18 @@ def main(argv: list[str] | None = None) -> int:
 def _json_error(args: list[str], message: str, status: str = "error") -> None:
     """`--output json` promises one object on stdout, also for a failure before the run
     (a config or usage error: status `error`; a signal: `cancelled`), nothing run."""
-    wants = any(
-        a == "--output=json" or (a == "--output" and args[i + 1 : i + 2] == ["json"])
+    formats = {
+        args[i + 1] if a == "--output" and i + 1 < len(args) else a.partition("=")[2]
         for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
-    )
-    if wants and args[:1] not in (["mcp"], ["trust"]):
+        if a == "--output" or a.startswith("--output=")
+    }
+    if args[:1] in (["mcp"], ["trust"], ["batch"]):
+        return
+    if "json" in formats:
         _say(_unbegun_run(status, message), err=False)  # JSON: ASCII, escaped already
+    elif "stream-json" in formats:  # the one line of a stream that never began
+        line = {"type": "result", "session_id": None, **json.loads(_unbegun_run(status, message))}
+        _say(json.dumps(line), err=False)
 
 
 def _say(text: str, *, err: bool = True, end: str = "\n") -> None:

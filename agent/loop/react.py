@@ -66,9 +66,11 @@ NextStep = FinalAnswer | RunAgain
 
 @dataclass
 class RefusedCalls:
-    """A run's calls of servers' tools, and how many were refused (not approved, disallowed,
-    blocked by a hook): a run whose every call was refused has answered nothing it was asked
-    to do, and ends with status `refused` (exit 4) rather than `answered`."""
+    """A run's calls of servers' tools, and how many the approval policy refused (not
+    approved, disallowed, declined): a run whose every call was refused did nothing it was
+    asked to, and ends with status `refused` (exit 4) rather than `answered`. A call a
+    PreToolUse hook blocked is the user's own guard at work, not a missing permission (the
+    model is told why and may go on another way): it counts as a call, not a refusal."""
 
     calls: int = 0
     refused: int = 0
@@ -76,7 +78,7 @@ class RefusedCalls:
     def count(self, event: Event) -> None:
         if isinstance(event, ToolCallFinished) and event.server not in ("", "agent"):
             self.calls += 1
-            self.refused += event.denied
+            self.refused += event.denied and not event.blocked
 
     def finished(self, text: str, step: int, usage: Usage) -> RunFinished:
         if self.calls and self.refused == self.calls:

@@ -412,6 +412,32 @@ class Session:
     catalog: Catalog
     agent: Agent
     request: str | None  # a single-shot run's request, its @refs read
+    hookset: HookSet | None = None  # the user's hooks, for each new conversation
+
+    @contextlib.asynccontextmanager
+    async def conversation(self, stderr: Console) -> AsyncIterator[Agent]:
+        """A conversation of its own (a batch row) on this session's servers, skills and
+        catalog: a new transcript, a new agent built as the session's was (approval from
+        the settings, SessionStart hooks run); its transcript is closed when it ends."""
+        saved = open_transcript(self.settings, None, stderr)
+        agent: Agent | None = None
+        try:
+            agent = build_agent(
+                self.settings,
+                self.registry,
+                self.model,
+                None,
+                saved,
+                self.catalog,
+                self.skills,
+                self.hookset,
+            )
+            await start_session(agent, False, stderr)
+            yield agent
+        finally:
+            if agent is not None:
+                agent.telemetry.flush()
+            saved.transcript.close()
 
 
 class Unavailable(Exception):
@@ -435,6 +461,7 @@ async def open_session(
     request: str | None = None,
     on_declined: Callable[[str, str], None] | None = None,
     on_log: Callable[[str, str], None] | None = None,
+    script: bool = False,
 ) -> AsyncIterator[Session]:
     """Connect the servers, then skills, the catalog and the agent (SessionStart hooks
     run); everything is closed here, in the task that opened it, however the front end
@@ -442,7 +469,9 @@ async def open_session(
 
     `request`: a single-shot run's; a required server that failed (or all of them) then
     raises Unavailable. `login`: how a server that needs a login may ask a person (None
-    never asks); `apps`: the front end shows MCP Apps' pages; `on_log`: MCP log lines (-v).
+    never asks); `apps`: the front end shows MCP Apps' pages; `on_log`: MCP log lines (-v);
+    `script`: a program drives the session (stream-json, the API, a batch) and, like a
+    single-shot run, must not go on without its required servers.
     """
     settings, model, saved = prepared.settings, prepared.model, prepared.saved
     agent: Agent | None = None
@@ -453,7 +482,7 @@ async def open_session(
             max_prompt_tokens=settings.llm.sampling_max_prompt_tokens,
             on_declined=on_declined,
         )
-        single_shot = request is not None
+        single_shot = request is not None or script
         async with connected(
             settings,
             stderr,
@@ -477,7 +506,16 @@ async def open_session(
             requests.on_sampled = sampling_reporter(agent, notices, settings)
             await start_session(agent, prepared.resumed, stderr)
             yield Session(
-                settings, model, saved, requests, registry, skills, catalog, agent, request
+                settings,
+                model,
+                saved,
+                requests,
+                registry,
+                skills,
+                catalog,
+                agent,
+                request,
+                prepared.hookset,
             )
     finally:
         if agent is not None:  # once the servers closed: the loop's last spans have ended

@@ -1,0 +1,169 @@
+"""`--output stream-json`: the single-shot run (or, with `--input-format stream-json`, one
+session fed a turn per stdin line) with its events on stdout as JSON lines.
+
+Built like the single-shot run (agent.cli.front_ends): the session agent.session.startup
+opens, the one loop (`Agent.run`), the trace on stderr; only stdout differs
+(agent.ui.stream_json). Approval is the single-shot run's: without `--yes`, a call that
+needs approval is refused and the model is told so. Documented in docs/programs.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+
+import anyio
+
+from agent.cli.stream_input import (
+    QUEUED_LINES,
+    InputError,
+    InputLine,
+    Interrupt,
+    UserTurn,
+    read_lines,
+)
+from agent.common.signals import ended_by_signals
+from agent.config.settings import Settings
+from agent.loop.events import RunFinished, Usage
+from agent.loop.react import Agent
+from agent.session.startup import (
+    Session,
+    Unavailable,
+    expand_refs,
+    open_session,
+    prepare_session,
+    say_declined,
+    verbosity,
+)
+from agent.tools.prestart import Prestarts
+from agent.ui.output import server_states
+from agent.ui.render import EventRenderer, LogLines
+from agent.ui.safe import SafeConsole
+from agent.ui.stream_json import StdoutClosed, StreamJsonOutput, StreamJsonWriter
+
+EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell expects of a writer whose reader left
+
+
+async def _stream(
+    settings: Settings,
+    request: str | None,
+    resume: str | None,
+    prestarts: Prestarts | None,
+) -> int:
+    """`request`: the one turn of `-p`; None: the turns come from stdin."""
+    redact = settings.redactor(os.environ)
+    stderr = SafeConsole(stderr=True, redact=redact)
+    prepared = prepare_session(settings, stderr, resume, stderr)
+    renderer = EventRenderer(
+        stderr, verbosity=verbosity(prepared.settings), stream_answer=False, redact=redact
+    )
+    session_id = prepared.saved.transcript.session_id
+    out = StreamJsonOutput(renderer, StreamJsonWriter(redact), session_id)
+    logs = LogLines(stderr)
+    agent: Agent | None = None
+    closed = False
+    try:
+        async with open_session(
+            prepared,
+            stderr,
+            notices=stderr,
+            prestarts=prestarts,
+            request=request,
+            script=True,
+            on_declined=functools.partial(say_declined, stderr, redact),
+            on_log=logs.add,
+        ) as session:
+            agent = session.agent
+            out.init(
+                model=session.model.model,
+                approval=session.settings.ui.approval,
+                servers=server_states(session.registry),
+                tools=sorted(session.registry.tools),
+            )
+            if session.request is not None:
+                await _turn(session, session.request, out)
+            else:
+                await _turns(session, out, stderr)
+            logs.flush()
+            session.registry.hasten_shutdown()  # the process ends next: a short grace
+    except* Unavailable as refused:
+        unavailable = refused.exceptions[0]
+        assert isinstance(unavailable, Unavailable)
+        out.start_turn(unavailable.servers)
+        with contextlib.suppress(StdoutClosed):
+            out.add(RunFinished("error", None, 0, Usage(), unavailable.problem))
+            out.report()
+    except* StdoutClosed:
+        closed = True
+    finally:
+        if agent is not None:  # a turn cut short (Ctrl-C, a signal): its result line
+            with contextlib.suppress(StdoutClosed):
+                out.report(agent.run_usage, agent.session_usage)
+    if closed:
+        stderr.print("stdout was closed by its reader: the run was stopped", style="yellow")
+        return EXIT_PIPE
+    return out.exit_code
+
+
+async def _turn(session: Session, request: str, out: StreamJsonOutput) -> None:
+    """One turn on the session's agent: its events out as they come, then its result."""
+    agent = session.agent
+    out.start_turn(server_states(session.registry))
+    try:
+        async with contextlib.aclosing(agent.run(request)) as events:
+            async for event in events:
+                out.add(event)
+    finally:
+        out.record.servers = server_states(session.registry)
+        out.report(agent.run_usage, agent.session_usage)
+
+
+async def _turns(session: Session, out: StreamJsonOutput, stderr: SafeConsole) -> None:
+    """A turn per user line, in order, in one session; a control request interrupts the
+    turn that is running (its result says cancelled) and the next line goes on; an
+    unusable line is an error line. Input ends: the queued turns run, then the session."""
+    lines_in, lines = anyio.create_memory_object_stream[InputLine](QUEUED_LINES)
+    turns_in, turns = anyio.create_memory_object_stream[UserTurn](QUEUED_LINES)
+    read_lines(sys.stdin.buffer, lines_in)
+    running: list[anyio.CancelScope] = []
+
+    async def sort() -> None:
+        async with lines, turns_in:
+            async for item in lines:
+                match item:
+                    case UserTurn():
+                        await turns_in.send(item)
+                    case Interrupt():
+                        if not running:
+                            out.control_response(item.request_id, "no turn is running")
+                            continue
+                        running[0].cancel()
+                        session.requests.cancel_in_flight()
+                        out.control_response(item.request_id)
+                    case InputError():
+                        out.error(item.message, item.line)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sort)
+        async with turns:
+            async for turn in turns:
+                request = await expand_refs(session.catalog, turn.text, stderr)
+                with anyio.CancelScope() as scope:
+                    running.append(scope)
+                    try:
+                        await _turn(session, request, out)
+                    finally:
+                        running.clear()
+
+
+def run_stream(
+    settings: Settings,
+    request: str | None,
+    *,
+    resume: str | None,
+    prestarts: Prestarts | None = None,
+) -> int:
+    """`--output stream-json`: `request` (from -p) or, when None, turns from stdin."""
+    return anyio.run(ended_by_signals, _stream, settings, request, resume, prestarts)
