@@ -45,12 +45,16 @@ class Hook:
     matcher: str = ""
     timeout: float = DEFAULT_TIMEOUT
     source: str = ""  # the file it came from, for /hooks
+    # From the user-level hooks.json: run with the user's environment, as Claude Code runs
+    # its hooks (a project's hooks get the scrubbed one stdio servers get).
+    user: bool = False
 
     def matches(self, names: tuple[str, ...]) -> bool:
-        """`names`: what this event is about (a tool's public and own names; a session's
-        source). "" and "*" match everything; letters, digits, `_`, `-` and `|` are exact
-        names; anything else is a regular expression searched in each name, as in Claude
-        Code (anchor it with ^…$ to match whole names)."""
+        """`names`: what this event is about (a tool's public and own names, and Claude
+        Code's `mcp__server__tool`; a session's source). "" and "*" match everything;
+        letters, digits, `_`, `-` and `|` are exact names; anything else is a regular
+        expression searched in each name, as in Claude Code (anchor it with ^…$ to match
+        whole names)."""
         if self.event not in MATCHED or self.matcher in ("", "*"):
             return True
         if _PLAIN.match(self.matcher):
@@ -99,7 +103,9 @@ def load_hooks(environ: Mapping[str, str], workspace: Path, trusted: bool) -> Ho
         places.append(project)
     for path in places:
         if path.is_file():
-            found, skipped = parse_hooks(_read(path), str(path))
+            found, skipped = parse_hooks(
+                _read(path), str(path), user=path == places[0] and bool(user)
+            )
             hooks += found
             notes += skipped
             files.append(str(path))
@@ -115,7 +121,7 @@ def _read(path: Path) -> Any:
         raise ConfigError(f"{path}: invalid JSON: {exc}") from None
 
 
-def parse_hooks(doc: Any, source: str) -> tuple[list[Hook], list[str]]:
+def parse_hooks(doc: Any, source: str, *, user: bool = False) -> tuple[list[Hook], list[str]]:
     """`{"hooks": {Event: [{"matcher": str, "hooks": [{"type": "command", "command": str,
     "timeout": seconds}]}]}}` -> hooks, and notes on what was skipped. A shape that cannot
     be what the user meant is a ConfigError naming the key."""
@@ -131,13 +137,15 @@ def parse_hooks(doc: Any, source: str) -> tuple[list[Hook], list[str]]:
         if not isinstance(groups, list):
             raise ConfigError(f"{where}: must be a list of {{matcher, hooks}} objects")
         for index, group in enumerate(groups):
-            found, skipped = _parse_group(event, group, f"{where}[{index}]", source)
+            found, skipped = _parse_group(event, group, f"{where}[{index}]", source, user)
             hooks += found
             notes += skipped
     return hooks, notes
 
 
-def _parse_group(event: str, group: Any, where: str, source: str) -> tuple[list[Hook], list[str]]:
+def _parse_group(
+    event: str, group: Any, where: str, source: str, user: bool
+) -> tuple[list[Hook], list[str]]:
     if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
         raise ConfigError(f'{where}: must be an object with a "hooks" list')
     matcher = group.get("matcher", "")
@@ -164,5 +172,5 @@ def _parse_group(event: str, group: Any, where: str, source: str) -> tuple[list[
         timeout = entry.get("timeout", DEFAULT_TIMEOUT)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ConfigError(f"{at}.timeout: must be a positive number of seconds")
-        hooks.append(Hook(event, command, matcher, float(timeout), source))
+        hooks.append(Hook(event, command, matcher, float(timeout), source, user))
     return hooks, notes

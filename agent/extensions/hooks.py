@@ -9,10 +9,13 @@ the model (or, for a prompt, the user) is given. Any other exit, a timeout or a 
 cannot start: a warning to the user, and the run goes on. The hooks of one event run in
 parallel; each is stopped (its whole process group) at its timeout.
 
-Hooks see a scrubbed environment (the one stdio servers get: no secret of the agent's)
-plus `MCP_AGENT_PROJECT_DIR` and `CLAUDE_PROJECT_DIR` (the workspace), and run in the
-workspace. The loop gets `HookOutcome`s and turns warnings into Notice events: nothing here
-prints.
+Hooks from the user-level hooks.json see the user's environment, as Claude Code's hooks
+do (a hook that reads its own variables keeps working); a project's hooks see a scrubbed
+one (the one stdio servers get: no secret of the agent's). Both get
+`MCP_AGENT_PROJECT_DIR` and `CLAUDE_PROJECT_DIR` (the workspace), and run in the workspace.
+A tool's hooks match its public name, its own name, and Claude Code's
+`mcp__server__tool`. The loop gets `HookOutcome`s and turns warnings into Notice events:
+nothing here prints.
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ class Hooks:
         self, call_id: str, name: str, server: str, tool: str, arguments: dict[str, Any]
     ) -> HookOutcome:
         payload = _tool_payload(call_id, name, server, tool, arguments)
-        return await self.fire("PreToolUse", payload, (name, tool))
+        return await self.fire("PreToolUse", payload, _tool_names(name, server, tool))
 
     async def post_tool(
         self,
@@ -123,7 +126,7 @@ class Hooks:
     ) -> HookOutcome:
         payload = _tool_payload(call_id, name, server, tool, arguments)
         payload["tool_response"] = response
-        return await self.fire("PostToolUse", payload, (name, tool))
+        return await self.fire("PostToolUse", payload, _tool_names(name, server, tool))
 
     async def before_calls(self, uses: list[ToolUse]) -> dict[str, HookOutcome]:
         """PreToolUse hooks of several calls, all at once, by call id."""
@@ -195,18 +198,30 @@ class Hooks:
         ran: list[_Ran | None] = [None] * len(matching)
 
         async def run(index: int, hook: Hook) -> None:
-            ran[index] = await _run(hook, data, self._env(), self.cwd or self.workspace)
+            ran[index] = await _run(hook, data, self._env(hook), self.cwd or self.workspace)
 
         async with anyio.create_task_group() as tg:
             for index, hook in enumerate(matching):
                 tg.start_soon(run, index, hook)
         return combine(event, [r for r in ran if r is not None])
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, hook: Hook) -> dict[str, str]:
+        """The user's own hooks: the user's environment (Claude Code's rule); a project's:
+        the scrubbed one, so a repository's hooks never read the agent's keys."""
         project = str(self.workspace)
         trusted = "1" if self.workspace_trusted else "0"
         own = {"MCP_AGENT_PROJECT_DIR": project, "CLAUDE_PROJECT_DIR": project}
-        return server_env({**own, "MCP_AGENT_WORKSPACE_TRUSTED": trusted}, self.environ)
+        own["MCP_AGENT_WORKSPACE_TRUSTED"] = trusted
+        if hook.user:
+            return {**self.environ, **own}
+        return server_env(own, self.environ)
+
+
+def _tool_names(name: str, server: str, tool: str) -> tuple[str, ...]:
+    """What a tool's matchers are matched against: our public name (`local__bash`), the
+    server's own name (`bash`), and Claude Code's (`mcp__local__bash`), so a matcher copied
+    from Claude Code's settings matches. The agent's own tools have no Claude Code name."""
+    return (name, tool) if server == "agent" else (name, tool, f"mcp__{server}__{tool}")
 
 
 def _tool_payload(

@@ -125,6 +125,7 @@ class CallRunner:
                     observation.is_error,
                     (time.perf_counter() - started) * 1000,
                     denied=refusal is not None and call.problem is None,
+                    blocked=refusal is not None and pre.block is not None,
                     structured=observation.structured,
                     result=observation.result,
                     images=saved,

@@ -102,6 +102,7 @@ class ToolCallFinished:
     is_error: bool
     duration_ms: float
     denied: bool = False
+    blocked: bool = False  # denied by a PreToolUse hook, not by the approval policy
     structured: Any = None  # the server's structuredContent, whole (the model may see only text)
     result: Any = None  # the CallToolResult as the server sent it (shown by an MCP App)
     images: tuple[SavedImage, ...] = ()  # the result's images, saved for the user

@@ -85,9 +85,47 @@ def test_a_pre_tool_use_hook_blocks_rm_rf_and_the_model_gets_its_reason(tmp_path
     assert event["tool_use_id"] and event["session_id"] and event["cwd"] == str(tmp_path)
     assert event["transcript_path"].endswith(".jsonl")
     assert event["permission_mode"] == "bypassPermissions"
-    # The scrubbed environment of stdio servers: no key of the agent's reaches a hook.
-    assert "OPENAI_API_KEY" not in seen["env"] and "PATH" in seen["env"]
+    # A user-level hook gets the user's environment, as Claude Code's do (issue 32, item 3;
+    # it used to be scrubbed): a hook that reads its own variables keeps working.
+    assert "OPENAI_API_KEY" in seen["env"] and "PATH" in seen["env"]
     assert "CLAUDE_PROJECT_DIR" in seen["env"]
+
+
+def test_a_project_hook_gets_the_scrubbed_environment_and_matches_claude_code_names(
+    tmp_path: Path,
+) -> None:
+    """A trusted folder's config/hooks.json runs with the environment stdio servers get
+    (no key of the agent's, nor the user's other variables); a matcher written with Claude
+    Code's name `mcp__local__bash` matches our `local__bash` (issue 32, item 3)."""
+    project = tmp_path / "config" / "hooks.json"
+    project.parent.mkdir()
+    command = hook_script(tmp_path, "guard", GUARD)
+    project.write_text(json.dumps({"hooks": {"PreToolUse": on("mcp__local__bash", command)}}))
+    script = [tool_calls(("local__bash", {"command": "rm -rf precious"})), text("blocked")]
+    with ScriptedLLM(*script) as llm:
+        args = ["-p", "clean up", "--yes", "--trust-workspace"]
+        proc = run_cli(args, tmp_path, base_url=llm.base_url, extra_env={"MY_HOOK_VAR": "1"})
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    assert "delete files one by one" in tool_messages(llm.requests[1])[0]  # it matched
+    env = json.loads((tmp_path / "hooks" / "seen.json").read_text())["env"]
+    assert "OPENAI_API_KEY" not in env and "MY_HOOK_VAR" not in env and "PATH" in env
+    assert "CLAUDE_PROJECT_DIR" in env
+
+
+def test_a_user_hook_matches_claude_code_s_tool_name_and_reads_its_own_variables(
+    tmp_path: Path,
+) -> None:
+    body = 'print(os.environ["MY_HOOK_VAR"], file=sys.stderr)\nsys.exit(2)\n'
+    hooks = {"PreToolUse": on("mcp__local__.*", hook_script(tmp_path, "mine", body))}
+    user_hooks(tmp_path, hooks)
+    script = [tool_calls(("local__list_dir", {})), text("blocked")]
+    with ScriptedLLM(*script) as llm:
+        args = ["-p", "list", "--output", "json"]
+        extra = {"MY_HOOK_VAR": "token-from-the-users-shell"}
+        proc = run_cli(args, tmp_path, base_url=llm.base_url, extra_env=extra)
+        llm.assert_complete()
+    assert "token-from-the-users-shell" in tool_messages(llm.requests[1])[0], proc.stderr
 
 
 REWRITE = """
@@ -267,14 +305,14 @@ def test_a_hook_never_runs_what_the_settings_refuse_and_may_refuse_what_they_all
     user_hooks(tmp_path, {"PreToolUse": on("write_file", hook_script(tmp_path, "allow", ALLOW))})
     script = [tool_calls(("local__write_file", {"path": "a.txt", "content": "x"})), text("no")]
     proc, llm = run_scripted(tmp_path, ["-p", "write"], *script)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # its one call refused: status refused (issue 32)
     assert not (tmp_path / "a.txt").exists()
     assert "rerun with --yes" in tool_messages(llm.requests[1])[0]
 
     user_hooks(tmp_path, {"PreToolUse": on("write_file", hook_script(tmp_path, "ask", ASK))})
     script = [tool_calls(("local__write_file", {"path": "b.txt", "content": "x"})), text("no")]
     proc, llm = run_scripted(tmp_path, ["-p", "write", "--yes"], *script)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # the approval the hook wanted was not given
     assert not (tmp_path / "b.txt").exists()
     told = tool_messages(llm.requests[1])[0]
     assert "writes need a person" in told and "cannot ask" in told
