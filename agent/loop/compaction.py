@@ -79,6 +79,16 @@ def split(memory: Memory, keep_tokens: int) -> tuple[list[list[Message]], list[l
     return units[: len(units) - kept], units[len(units) - kept :]
 
 
+def split_last_turn(memory: Memory) -> tuple[list[list[Message]], list[list[Message]]]:
+    """(everything before the last turn, the last turn): a turn starts at a user message
+    and holds what followed it. `/compact` keeps just that verbatim, however short the
+    conversation is: a person who asks wants it done now."""
+    units = memory.units()
+    starts = [i for i, unit in enumerate(units) if unit[0]["role"] == "user"]
+    last = starts[-1] if starts else 0
+    return units[:last], units[last:]
+
+
 def written(units: list[list[Message]]) -> list[str]:
     """Each unit as plain text for the summariser (no tool-call pairing to keep valid)."""
     names: dict[str, str] = {}
@@ -136,10 +146,12 @@ async def compact(
     keep_tokens: int,
     focus: str = "",
     request: str = "",
+    keep_last_turn: bool = False,
 ) -> Compacted | None:
-    """Summarise what does not fit `keep_tokens`; each summarising request stays within
-    `request_tokens`. None when there is nothing older to summarise."""
-    head, tail = split(memory, keep_tokens)
+    """Summarise what does not fit `keep_tokens` (`keep_last_turn`: all but the last turn,
+    as `/compact` asks); each summarising request stays within `request_tokens`. None when
+    there is nothing older to summarise."""
+    head, tail = split_last_turn(memory) if keep_last_turn else split(memory, keep_tokens)
     if not head:
         return None
     overhead = estimate_tokens(SUMMARY_SYSTEM) + estimate_tokens(focus) + 200 + SUMMARY_TOKENS
@@ -223,10 +235,12 @@ def record(compacted: Compacted, focus: str) -> dict[str, Any]:
 
 
 async def compact_memory(
-    model: ChatModel, memory: Memory, room: int, focus: str, request: str
+    model: ChatModel, memory: Memory, room: int, focus: str, request: str, manual: bool = False
 ) -> tuple[Notice, Usage]:
     """Compact `memory` in place (summarising requests within `room` tokens); what to tell
-    the user, and the tokens it took. A failure leaves the memory as it was."""
+    the user, and the tokens it took. A failure leaves the memory as it was. `manual`
+    (`/compact`): everything before the last turn, whatever its size; automatically, only
+    what does not fit a quarter of the room."""
     try:
         done = await compact(
             model,
@@ -235,6 +249,7 @@ async def compact_memory(
             keep_tokens=int(room * KEEP_SHARE),
             focus=focus,
             request=request,
+            keep_last_turn=manual,
         )
     except ModelError as exc:
         message = (
@@ -243,12 +258,16 @@ async def compact_memory(
         )
         return Notice(message, "warning"), Usage()
     if done is None:
+        if manual:
+            said = "nothing to compact: there is only the last turn, which is kept as it is"
+            return Notice(said, "info"), Usage()
         return Notice("nothing to compact: the conversation is short", "info"), Usage()
     memory.replace(done.messages, "compaction", **record(done, focus))
     summary = estimate_tokens(done.summary)
     requests = f"{done.requests} request{'s' if done.requests != 1 else ''}"
     message = (
         f"compacted {done.replaced} older messages (~{done.replaced_tokens} tokens) into a "
-        f"summary (~{summary} tokens, {requests}); the last turns are kept as they were"
+        f"summary (~{summary} tokens, {requests}); the last "
+        f"{'turn is' if manual else 'turns are'} kept as they were"
     )
     return Notice(message, "info"), done.usage

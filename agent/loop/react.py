@@ -393,14 +393,16 @@ class Agent:
             hooked = await self.hooks.pre_compact(trigger, focus)
         if hooked.block is not None:
             return Notice(f"a PreCompact hook stopped the compaction: {hooked.block}", "warning")
-        notice = await self._compact(focus)
+        notice = await self._compact(focus, manual=trigger == "manual")
         if not hooked.warnings:
             return notice
         return Notice(f"{notice.message} ({'; '.join(hooked.warnings)})", "warning")
 
-    async def _compact(self, focus: str) -> Notice:
+    async def _compact(self, focus: str, manual: bool = False) -> Notice:
         room = self.budget.room()
-        notice, usage = await compact_memory(self.model, self.memory, room, focus, self._request)
+        notice, usage = await compact_memory(
+            self.model, self.memory, room, focus, self._request, manual
+        )
         self.count_usage(usage)
         self.budget.compacted()
         return notice

@@ -214,3 +214,40 @@ def test_injected_tool_text_is_summarised_as_data_and_the_summary_is_not_the_use
     assert body[1].startswith('<untrusted-data server="summary of earlier tool results" id="')
     assert body[2].startswith(obeyed) and body[2].endswith('">')
     llm.assert_complete()
+
+
+def test_slash_compact_on_a_short_conversation_compacts_all_but_the_last_turn(
+    tmp_path: Path,
+) -> None:
+    """A few hundred tokens in the default 128k window: `/compact` used to say "nothing to
+    compact: the conversation is short". Asked for, it summarises everything before the last
+    turn and keeps that turn verbatim (issue 32, item 5); the automatic trigger is unchanged
+    (nothing is compacted before `/compact`)."""
+    script: list[Script] = [
+        text("Paris is the capital of France."),
+        text("Berlin is the capital of Germany."),
+        text("SUMMARY-9: the user asked about France's capital: Paris."),
+        text("Rome."),
+    ]
+    lines = "capital of France?\ncapital of Germany?\n/compact\nand Italy?\n"
+    with ScriptedLLM(*script) as llm:
+        proc = run_cli(["-i"], tmp_path, base_url=llm.base_url, stdin=lines)
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to compact" not in proc.stderr
+    assert "compacted 2 older messages" in proc.stderr and "last turn is kept" in proc.stderr
+    summarised = llm.requests[2]["messages"][1]["content"]
+    assert "capital of France?" in summarised and "Germany" not in summarised
+    after = llm.requests[3]["messages"]
+    assert any("SUMMARY-9" in str(m.get("content")) for m in after)
+    assert not any(m.get("content") == "capital of France?" for m in after)
+    assert {"role": "user", "content": "capital of Germany?"} in after  # the last turn, verbatim
+    assert {"role": "assistant", "content": "Berlin is the capital of Germany."} in after
+
+
+def test_slash_compact_with_only_one_turn_says_there_is_nothing_before_it(tmp_path: Path) -> None:
+    with ScriptedLLM(text("Paris.")) as llm:
+        proc = run_cli(["-i"], tmp_path, base_url=llm.base_url, stdin="France?\n/compact\n")
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to compact: there is only the last turn" in proc.stderr
