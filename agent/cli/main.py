@@ -412,6 +412,13 @@ def main(argv: list[str] | None = None) -> int:
         # standalone_mode=False: click returns the code of a raised Exit instead of exiting.
         if args[:1] == ["trust"]:  # `run_mcp.py trust [PATH]`: agent/cli/trust_command.py
             code = trust_app(args=args[1:], prog_name="run_mcp.py trust", standalone_mode=False)
+        elif args[:1] == ["batch"]:  # `run_mcp.py batch INPUT.jsonl`: agent/cli/batch_command.py
+            from agent.cli.batch_command import batch_app
+
+            with ending_signals_raise():
+                code = batch_app(run, resolve_settings)(
+                    args=args[1:] or ["--help"], prog_name="run_mcp.py batch", standalone_mode=False
+                )
         elif args[:1] == ["mcp"]:  # `run_mcp.py mcp add|list|get|remove`: agent/cli/mcp_command.py
             from agent.cli.mcp_command import mcp_app
 
@@ -489,7 +496,10 @@ def entry() -> None:
 
 
 def _resume_default(args: list[str]) -> list[str]:
-    """`--resume` without an ID means the latest session (typer options need a value)."""
+    """`--resume` without an ID means the latest session (typer options need a value);
+    `batch --resume` is a switch of its own."""
+    if args[:1] == ["batch"]:
+        return args
     for i, arg in enumerate(args):
         if arg == "--":
             break

@@ -415,10 +415,11 @@ class Session:
     hookset: HookSet | None = None  # the user's hooks, for each new conversation
 
     @contextlib.asynccontextmanager
-    async def conversation(self, stderr: Console) -> AsyncIterator[Agent]:
+    async def conversation(self, stderr: Console) -> AsyncIterator[tuple[Agent, str]]:
         """A conversation of its own (a batch row) on this session's servers, skills and
         catalog: a new transcript, a new agent built as the session's was (approval from
-        the settings, SessionStart hooks run); its transcript is closed when it ends."""
+        the settings, SessionStart hooks run), and its session ID; its transcript is
+        closed when it ends."""
         saved = open_transcript(self.settings, None, stderr)
         agent: Agent | None = None
         try:
@@ -433,7 +434,7 @@ class Session:
                 self.hookset,
             )
             await start_session(agent, False, stderr)
-            yield agent
+            yield agent, saved.transcript.session_id
         finally:
             if agent is not None:
                 agent.telemetry.flush()

@@ -31,6 +31,7 @@ from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole, json_text, markdown, terminal, without_envelope_tags
 
 # A run's status -> its exit code (2, usage and config errors, is decided in agent.cli.main).
+RESULT_KEYS = ("answer", "status", "steps", "tool_calls", "usage", "error", "servers")
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "refused": 4, "cancelled": 130}
 CUT_SHORT = "cancelled by the user before it finished"
 

@@ -37,11 +37,10 @@ from agent.loop.events import (
     Usage,
 )
 from agent.tools.results import strip_marker
-from agent.ui.output import EXIT_CODES, RunRecord
+from agent.ui.output import EXIT_CODES, RESULT_KEYS, RunRecord
 from agent.ui.render import EventRenderer
 from agent.ui.safe import json_text, terminal
 
-RESULT_FIELDS = ("answer", "status", "steps", "tool_calls", "usage", "error", "servers")
 FIELDS: dict[str, tuple[str, ...]] = {
     "init": ("type", "session_id", "model", "cwd", "approval", "servers", "tools"),
     "message": ("type", "role", "text", "delta", "tool_calls"),
@@ -61,7 +60,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     ),
     "notice": ("type", "level", "message"),
     "retry": ("type", "attempt", "delay", "reason", "discarded_text"),
-    "result": ("type", "session_id", *RESULT_FIELDS),
+    "result": ("type", "session_id", *RESULT_KEYS),
     "error": ("type", "error", "line"),
     "control_response": ("type", "response"),
 }

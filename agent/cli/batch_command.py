@@ -1,0 +1,393 @@
+"""`run_mcp.py batch INPUT.jsonl --out OUT.jsonl`: many prompts, each its own conversation,
+over one set of connected servers.
+
+One session is opened as for every front end (agent.session.startup); each row is a
+`Session.conversation` (its own agent, memory and transcript on the shared servers, skills
+and catalog) run by the one loop, `--parallel N` at a time. Each row's line is `--output
+json`'s object plus `id`, its `session_id` and the input's other fields, written (masked by
+the redactor) to OUT as it finishes. A row that fails is written with its error and the
+rest go on. The options are `run`'s own (read from its signature, handed over by
+agent.cli.main), less those about one run's input and output. Documented in
+docs/programs.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import json
+import os
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from agent.cli.trust_command import settle
+from agent.common.errors import AgentError, ConfigError
+from agent.common.redact import Redactor
+from agent.common.signals import ended_by_signals
+from agent.common.text import valid_unicode
+from agent.config.settings import Settings
+from agent.session.startup import (
+    Session,
+    Unavailable,
+    expand_refs,
+    open_session,
+    prepare_session,
+    say_declined,
+)
+from agent.ui.output import RESULT_KEYS, RunRecord, server_states
+from agent.ui.safe import SafeConsole
+
+# `run`'s options that are about one run's input or output, and their values here.
+NOT_BATCH = {
+    "prompt": None,
+    "interactive": False,
+    "output": "text",
+    "input_format": "text",
+    "resume": None,
+    "login": None,
+    "version": False,
+}
+RESERVED = frozenset({*RESULT_KEYS, "id", "session_id", "line"})  # an input field must not shadow
+
+
+def _batch_options(
+    input: Annotated[
+        Path,
+        typer.Argument(
+            metavar="INPUT.jsonl",
+            help='The prompts: one JSON object a line, {"id": ..., "prompt": ...}; other '
+            "fields are echoed into the results.",
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", metavar="OUT.jsonl", help="Where the results go, a JSON line per row."
+        ),
+    ],
+    parallel: Annotated[
+        int,
+        typer.Option("--parallel", min=1, help="Rows run at once, over one set of servers."),
+    ] = 1,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Append to OUT, skipping the ids already in it."),
+    ] = False,
+    max_errors: Annotated[
+        int | None,
+        typer.Option("--max-errors", min=1, help="Stop starting rows after N failed ones."),
+    ] = None,
+) -> None:
+    """The batch's own options (their signature is merged with `run`'s)."""
+
+
+def batch_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typer.Typer:
+    """The `batch` command: its own options, then every option of `run` that is not about
+    one run's input or output (`--mcp-config`, `--model`, `--yes`, …), same meaning."""
+    app = typer.Typer(
+        add_completion=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    own = inspect.signature(_batch_options, eval_str=True).parameters
+    hints = typing.get_type_hints(run, include_extras=True)
+    shared = [
+        p.replace(annotation=hints[name])
+        for name, p in inspect.signature(run).parameters.items()
+        if name not in NOT_BATCH and name not in own
+    ]
+
+    def batch(**given: Any) -> None:
+        opts = {**NOT_BATCH, **{p.name: given[p.name] for p in shared}}
+        raise typer.Exit(run_batch(opts, resolve, **{name: given[name] for name in own}))
+
+    parameters = [*own.values(), *shared]
+    batch.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    batch.__annotations__ = {p.name: p.annotation for p in parameters}
+    batch.__doc__ = "Run each prompt of INPUT.jsonl as its own conversation; results to OUT."
+    app.command()(batch)
+    return app
+
+
+def run_batch(
+    opts: dict[str, Any],
+    resolve: Callable[..., Settings],
+    *,
+    input: Path,
+    out: Path,
+    parallel: int,
+    resume: bool,
+    max_errors: int | None,
+) -> int:
+    if not input.is_file():
+        raise ConfigError(f"{input}: no such file (INPUT.jsonl: the prompts, a JSON line each)")
+    if out.exists() and not resume:
+        raise ConfigError(f"--out {out} exists: pass --resume to continue it, or remove it")
+    environ = dict(os.environ)
+    settings = resolve(opts, environ)
+    settings = settle(
+        settings,
+        environ,
+        ask=False,
+        trusted=lambda: resolve({**opts, "trust_workspace": True}, environ),
+    )
+    done = finished_keys(out) if resume else set()
+    plan = Plan(input, out, parallel, max_errors, done)
+    try:
+        return anyio.run(ended_by_signals, _batch, settings, plan)
+    except AgentError as exc:
+        exc.message = settings.redactor(os.environ)(exc.message)
+        raise
+
+
+@dataclass
+class Row:
+    line: int
+    id: Any
+    prompt: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def key(self) -> str:
+        """How OUT names the row: its id, or its line when it had none."""
+        return json.dumps(self.id) if self.id is not None else f"line {self.line}"
+
+
+def read_rows(path: Path) -> Iterator[Row]:
+    """INPUT's rows, read a line at a time; a line that is not a row is a Row with an error."""
+    seen: set[str] = set()
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            row = _row(raw, number)
+            if row.error is None and row.key in seen:  # recorded by its line, not its id
+                error = f"line {number}: id {row.key} is already used by an earlier line"
+                row = Row(number, None, error=error)
+            seen.add(row.key)
+            yield row
+
+
+def _row(raw: bytes, number: int) -> Row:
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return Row(number, None, error=f"line {number} is not JSON: {exc}")
+    if not isinstance(data, dict):
+        return Row(number, None, error=f"line {number}: expected an object with id and prompt")
+    row_id = data.get("id")
+    if not isinstance(row_id, str | int) or isinstance(row_id, bool):
+        return Row(number, None, error=f'line {number}: "id" must be a string or a number')
+    prompt = data.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return Row(number, row_id, error=f'line {number}: "prompt" must be a non-empty string')
+    extra = {k: v for k, v in data.items() if k not in ("id", "prompt")}
+    if clash := sorted(RESERVED & set(extra)):
+        error = f"line {number}: input field {clash[0]!r} clashes with a result field: rename it"
+        return Row(number, row_id, error=error)
+    return Row(number, row_id, prompt, extra)
+
+
+def finished_keys(out: Path) -> set[str]:
+    """The rows OUT already holds (`--resume`); a line cut short by a crash is not one."""
+    keys: set[str] = set()
+    if not out.exists():
+        return keys
+    with out.open("rb") as lines:
+        for raw in lines:
+            try:
+                data = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(data, dict) and data.get("id") is not None:
+                keys.add(json.dumps(data["id"]))
+            elif isinstance(data, dict) and isinstance(data.get("line"), int):
+                keys.add(f"line {data['line']}")
+    return keys
+
+
+class OutFile:
+    """OUT, appended a line at a time, flushed at once; readable by the user alone (it
+    holds answers and tool output, like the transcripts); every string masked."""
+
+    def __init__(self, path: Path, redact: Redactor) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self.file = os.fdopen(fd, "a+b")
+        self.redact = redact
+        self.file.seek(0, os.SEEK_END)
+        if self.file.tell():  # a line cut short by a crash must not swallow the next one
+            self.file.seek(-1, os.SEEK_END)
+            if self.file.read(1) != b"\n":
+                self.file.write(b"\n")
+
+    def write(self, line: dict[str, Any]) -> None:
+        text = json.dumps(self.redact.deep(line), ensure_ascii=False)
+        self.file.write(valid_unicode(text).encode() + b"\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass
+class Plan:
+    input: Path
+    out: Path
+    parallel: int
+    max_errors: int | None
+    done: set[str]
+
+
+@dataclass
+class Tally:
+    statuses: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0
+    not_run: int = 0
+    stopped: bool = False
+
+    @property
+    def failed(self) -> int:
+        return self.statuses.get("error", 0)
+
+    def count(self, status: str) -> None:
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def summary(self, out: Path) -> str:
+        done = sum(self.statuses.values())
+        parts = [f"{n} {status}" for status, n in sorted(self.statuses.items())]
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped (already in {out.name})")
+        return f"batch: {done} rows: {', '.join(parts) or 'none run'} → {out}"
+
+
+async def _batch(settings: Settings, plan: Plan) -> int:
+    redact = settings.redactor(os.environ)
+    stderr = SafeConsole(stderr=True, redact=redact)
+    prepared = prepare_session(settings, stderr, None, stderr)
+    out = OutFile(plan.out, redact)
+    tally = Tally()
+    unavailable: str | None = None
+    try:
+        async with open_session(
+            prepared,
+            stderr,
+            notices=stderr,
+            prestarts=None,
+            script=True,
+            on_declined=functools.partial(say_declined, stderr, redact),
+        ) as session:
+            with _progress(stderr, settings, plan.input) as advance:
+                await _run_rows(session, plan, out, tally, stderr, advance)
+            session.registry.hasten_shutdown()
+    except* Unavailable as refused:
+        unavailable = str(refused.exceptions[0])
+    finally:
+        out.close()
+    if unavailable is not None:
+        stderr.print(f"error: {unavailable}", markup=False, highlight=False)
+        return 1
+    if not settings.ui.quiet or tally.failed or tally.stopped:
+        stderr.print(tally.summary(plan.out), markup=False, highlight=False)
+    if tally.stopped:
+        stderr.print(
+            f"stopped after {tally.failed} failed rows (--max-errors {plan.max_errors}): "
+            f"{tally.not_run} rows not run; rerun with --resume to run them",
+            markup=False,
+            highlight=False,
+            style="yellow",
+        )
+    return 1 if tally.failed or tally.stopped else 0
+
+
+async def _run_rows(
+    session: Session,
+    plan: Plan,
+    out: OutFile,
+    tally: Tally,
+    stderr: SafeConsole,
+    advance: Callable[[], None],
+) -> None:
+    """Start rows while fewer than `parallel` run; stop starting at `max_errors`."""
+    slots = anyio.Semaphore(plan.parallel)
+
+    def record(line: dict[str, Any]) -> None:
+        out.write(line)
+        tally.count(line["status"])
+        advance()
+
+    async def one(row: Row) -> None:
+        try:
+            record(await _answer(session, row, stderr))
+        except Exception as exc:  # a row that raised is recorded; the others go on
+            record(_failed(row, f"{type(exc).__name__}: {exc}"))
+        finally:
+            slots.release()
+
+    def over() -> bool:
+        return plan.max_errors is not None and tally.failed >= plan.max_errors
+
+    async with anyio.create_task_group() as tg:
+        for row in read_rows(plan.input):
+            if row.key in plan.done:
+                tally.skipped += 1
+                advance()
+                continue
+            if not over():
+                await slots.acquire()
+                if over():  # a row failed while this one waited for a slot
+                    slots.release()
+            if over():
+                tally.stopped = True
+                tally.not_run += 1
+                continue
+            if row.error is not None:
+                slots.release()
+                record(_failed(row, row.error))
+                continue
+            tg.start_soon(one, row)
+
+
+async def _answer(session: Session, row: Row, stderr: SafeConsole) -> dict[str, Any]:
+    """One row: its own conversation on the session's servers, run by the one loop."""
+    async with session.conversation(stderr) as (agent, session_id):
+        request = await expand_refs(session.catalog, row.prompt, stderr)
+        record = RunRecord(servers=server_states(session.registry))
+        async with contextlib.aclosing(agent.run(request)) as events:
+            async for event in events:
+                record.add(event)
+        record.servers = server_states(session.registry)
+        result = record.to_json(agent.run_usage, agent.session_usage)
+    return {"id": row.id, "session_id": session_id, **row.extra, **result}
+
+
+def _failed(row: Row, error: str) -> dict[str, Any]:
+    """The line of a row that never ran, or raised: status error, nothing used."""
+    usage = {"prompt_tokens": None, "completion_tokens": None}
+    result: dict[str, Any] = {"answer": None, "status": "error", "steps": 0, "tool_calls": []}
+    line: dict[str, Any] = {"id": row.id, "session_id": None}
+    if row.id is None:
+        line["line"] = row.line
+    return {**line, **row.extra, **result, "usage": usage, "error": error, "servers": []}
+
+
+@contextlib.contextmanager
+def _progress(stderr: SafeConsole, settings: Settings, path: Path) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr at a terminal (not with -q); elsewhere nothing."""
+    if settings.ui.quiet or not stderr.is_terminal or stderr.is_dumb_terminal:
+        yield lambda: None
+        return
+    with path.open("rb") as lines:
+        total = sum(1 for raw in lines if raw.strip())
+    columns = (TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"))
+    with Progress(*columns, console=stderr, transient=True) as bar:
+        task = bar.add_task("rows", total=total)
+        yield lambda: bar.advance(task)
