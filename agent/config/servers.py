@@ -9,7 +9,9 @@ file others can read. The expansion and that warning serve config.toml as well
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -19,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.common.errors import ConfigError
+from agent.common.private import private_folder
 from agent.common.redact import PATTERNS_ONLY, is_secret_name
 from agent.config.checks import check_keys, check_trust
 from agent.config.dialects import Dialects, declared_inputs
@@ -195,19 +198,69 @@ def literal_secrets(value: Any, key: str = "", where: str = "") -> list[str]:
         ]
     if not isinstance(value, str) or not value.strip() or _ANY_REF.search(value):
         return []
+    if is_placeholder(value):
+        return []
     return [where] if is_secret_name(key) or PATTERNS_ONLY(value) != value else []
 
 
+# What READMEs write where the reader's own secret goes: a name in capitals (MY_TOKEN,
+# YOUR_API_KEY), a <token> or [key], or words that say so (your-key-here, changeme, xxxx).
+_PLACEHOLDER_NAME = re.compile(r"[A-Z][A-Z_]*[A-Z]")
+_PLACEHOLDER_WORDS = re.compile(
+    r"(?i)^(?:<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}|[x*.]{3,})$"
+    r"|(?:^|[^a-z0-9])(?:your|changeme|change[-_]me|placeholder|replace[-_]?me|example|xxx+)"
+    r"(?:[^a-z0-9]|$)"
+)
+_VALUE_PREFIX = re.compile(r"(?i)^(?:(?:bearer|basic|token)\s+|-{0,2}[a-z0-9_.-]+=)")
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether a value is the stand-in a README shows for a secret, not a secret: warning
+    about `MY_TOKEN` on every run teaches people to ignore the warning."""
+    bare = _VALUE_PREFIX.sub("", value.strip(), count=1)
+    return bool(_PLACEHOLDER_NAME.fullmatch(bare) or _PLACEHOLDER_WORDS.search(bare))
+
+
+SECRET_WARNINGS_FILE = "secret-warnings.json"  # in the state folder: files warned about
+
+
 def warn_if_world_readable(path: Path, secret_keys: list[str]) -> None:
-    """Secrets in a file others can read deserve a warning, not a refusal."""
+    """Secrets in a file others can read deserve a warning, not a refusal; once per file
+    and content (remembered in the state folder), since a warning on every run is noise."""
     try:
         world_readable = bool(path.stat().st_mode & 0o004)
     except OSError:
         return
-    if world_readable and secret_keys:
-        shown = ", ".join(secret_keys[:3]) + (", ..." if len(secret_keys) > 3 else "")
-        print(
-            f"warning: {path} holds secrets written out in full ({shown}) and is readable "
-            f"by every user (chmod 600 it, or use ${{VAR}} references)",
-            file=sys.stderr,
-        )
+    if not (world_readable and secret_keys) or _warned_before(path):
+        return
+    shown = ", ".join(secret_keys[:3]) + (", ..." if len(secret_keys) > 3 else "")
+    print(
+        f"warning: {path} holds secrets written out in full ({shown}) and is readable "
+        f"by every user (chmod 600 it, or use ${{VAR}} references); said once for this content",
+        file=sys.stderr,
+    )
+
+
+def _warned_before(path: Path) -> bool:
+    """True when this file with this content was warned about; else records it now. A
+    state folder that cannot be written only means the warning comes again."""
+    from agent.config.build import default_state_dir  # build imports this module
+
+    try:
+        key = str(path.resolve())
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        record = default_state_dir(os.environ) / SECRET_WARNINGS_FILE
+        try:
+            seen = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            seen = {}
+        if not isinstance(seen, dict):
+            seen = {}
+        if seen.get(key) == digest:
+            return True
+        seen[key] = digest
+        private_folder(record.parent)
+        record.write_text(json.dumps(seen, indent=1), encoding="utf-8")
+        record.chmod(0o600)
+    except OSError:
+        return False

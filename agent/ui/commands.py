@@ -35,7 +35,7 @@ from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from agent.tools.toolspec import ToolSpec
 from agent.ui import listings, skill_commands
-from agent.ui.layout import Column, show_table
+from agent.ui.layout import Column, print_path, show_table
 from agent.ui.listings import find_tools
 from agent.ui.render import EventRenderer
 from agent.ui.safe import clean
@@ -222,7 +222,15 @@ class SlashCommands:
         if arg and arg not in self.registry.servers:
             self.console.print(Text(f"no server or tool named {arg!r}", style="yellow"))
             return
-        listings.show_tools(self.console, self.registry.tools, arg, self.registry.app_only)
+        tools, app_only = self.registry.tools, self.registry.app_only
+        if not any(s.server == arg or not arg for s in [*tools.values(), *app_only]):
+            said = listings.no_tools_said(self.registry.statuses(), arg)
+            self.console.print(Text(said, style="yellow"))
+            return
+        shown: list[listings.Listing] = [lambda c: listings.show_tools(c, tools, arg, app_only)]
+        if not arg and len({s.server for s in tools.values()}) > 1:  # else: full, paged
+            shown.append(lambda c: listings.show_tool_names(c, tools, app_only))
+        await listings.fit_or_page(self.console, *shown)
 
     async def _servers(self, arg: str) -> None:
         verb, _, name = arg.partition(" ")
@@ -463,8 +471,8 @@ class SlashCommands:
                 self.console.print(Text(exc.message, style="red"))
                 continue
             done = ", ".join(added) if added else "already there"
-            line = f"{server} trust += {done} (kept in {path}, for {cfg.config_file})"
-            self.console.print(Text(line))
+            print_path(self.console, f"{server} trust += {done}, for", cfg.config_file)
+            print_path(self.console, "  kept in", str(path))
 
     async def _save(self, arg: str) -> None:
         """Markdown as shown on screen: secrets masked, control characters as escapes."""

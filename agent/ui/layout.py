@@ -8,6 +8,7 @@ never cut: in a table its column keeps its full width, and stacked it heads its 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -35,6 +36,42 @@ class AnswerMarkdown(Markdown):
             for child in token.children or ():
                 if child.type == "softbreak":
                     child.type = "hardbreak"
+
+
+def wrap_words(text: str, width: int) -> str:
+    """`text` with line breaks at spaces so that no line is wider than `width`: for a
+    question handed to the input line, which would otherwise break it mid-word. A word wider
+    than the line (a long path, an argument) stays whole and the terminal wraps it; the
+    trailing space before the answer is kept."""
+    if width < 10 or all(len(line) < width for line in text.split("\n")):
+        return text
+    tail = text[len(text.rstrip(" ")) :]
+    lines = [
+        "\n".join(
+            textwrap.wrap(
+                line,
+                width - 1,
+                break_long_words=False,
+                break_on_hyphens=False,
+                replace_whitespace=False,
+                drop_whitespace=True,
+            )
+            or [""]
+        )
+        for line in text.rstrip(" ").split("\n")
+    ]
+    return "\n".join(lines) + tail
+
+
+def print_path(console: Console, label: str, path: str, style: str = "") -> None:
+    """`label path` on one line when it fits, else the label, then the path alone on its
+    line and never broken by us (the terminal wraps a path wider than itself, and copying
+    it gives it back whole): a path is something a person copies."""
+    if len(label) + 1 + len(path) <= console.width:
+        console.print(Text(f"{label} {path}", style=style), soft_wrap=True)
+        return
+    console.print(Text(label, style=style))
+    console.print(Text(path, style=style), soft_wrap=True)
 
 
 class Indented:

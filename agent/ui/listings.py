@@ -8,8 +8,9 @@ registry's tools and statuses, the catalog's listings) and print it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+import anyio
 from mcp import types
 from rich.console import Console
 from rich.text import Text
@@ -19,7 +20,7 @@ from agent.tools.base import ServerStatus
 from agent.tools.tasks import TaskState
 from agent.tools.toolspec import ToolSpec
 from agent.ui.layout import Cell, Column, Indented, show_table
-from agent.ui.safe import clean
+from agent.ui.safe import clean, page
 
 DESCRIPTION_CUT = 100  # characters of a description's first line in a listing
 STATE_STYLES = {
@@ -93,6 +94,60 @@ def show_tools(
         own = [own_name(public, spec) if spec.for_model else ""] if renamed else []
         rows.append([public, *own, spec.title or "", hints, desc])
     show_table(console, columns, rows)
+
+
+Listing = Callable[[Console], None]
+
+
+async def fit_or_page(console: Console, *listings: Listing) -> None:
+    """The first listing that fits on the screen, printed; when none does (at a terminal),
+    the last, most compact one through the pager, so nothing scrolls out of sight unread.
+    Into a pipe or a file everything is printed whole."""
+    if not console.is_terminal:
+        listings[0](console)
+        return
+    room = console.size.height - 2  # the command line above, the prompt below
+    for listing in listings:
+        with console.capture() as captured:
+            listing(console)
+        text = captured.get()
+        if text.count("\n") <= room:
+            listing(console)
+            return
+    if not await anyio.to_thread.run_sync(page, text):
+        listings[-1](console)
+
+
+def show_tool_names(
+    console: Console, tools: Mapping[str, ToolSpec], app_only: Sequence[ToolSpec] = ()
+) -> None:
+    """The compact listing, when the full one would not fit on the screen: each server's
+    tools by the server's own names, wrapped at spaces, and how to see them in full."""
+    by_server: dict[str, list[str]] = {}
+    for spec in [*tools.values(), *app_only]:
+        by_server.setdefault(spec.server, []).append(spec.name)
+    for server, names in by_server.items():
+        head = Text(clean(server), style="bold")
+        head.append(f" · {len(names)} tools · /tools {clean(server)} for details", style="dim")
+        console.print(head)
+        console.print(Indented(Text("  ".join(clean(n) for n in names)), 2))
+
+
+def no_tools_said(statuses: Sequence[ServerStatus], server: str = "") -> str:
+    """Why there is nothing to list, and what brings tools back."""
+    if server:
+        state = next((st.state for st in statuses if st.name == server), "unknown")
+        if state == "closed":
+            return f"no tools: server '{server}' is off (/servers enable {server})"
+        return f"no tools from '{server}' (state: {state}; /servers shows why)"
+    if not statuses:
+        return "no tools: no server is configured (run_mcp.py mcp add NAME -- COMMAND)"
+    off = [st.name for st in statuses if st.state == "closed"]
+    if len(off) == len(statuses):
+        names = ", ".join(off)
+        return f"no tools: every server is off ({names}); /servers enable NAME turns one on"
+    states = ", ".join(f"{st.name} {st.state}" for st in statuses)
+    return f"no tools: {states} (/servers shows why; /servers enable NAME)"
 
 
 def show_tool(console: Console, public: str, spec: ToolSpec, *, asks: bool) -> None:

@@ -40,7 +40,7 @@ from agent.loop.events import (
 )
 from agent.tools.results import strip_marker
 from agent.ui.inline_image import MAX_INLINE_BYTES, InlineImage, Protocol, escape_sequences
-from agent.ui.layout import Indented
+from agent.ui.layout import Indented, print_path
 from agent.ui.safe import clean, markdown
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -72,6 +72,10 @@ class _Running:
     progress: float | None = None
     total: float | None = None
     message: str | None = None
+    said: list[str] = field(default_factory=list)  # its last progress messages, cleaned
+
+
+CANCELLED_LINES = 5  # progress messages of a cancelled call shown under it
 
 
 class _Activity:
@@ -191,6 +195,26 @@ class EventRenderer:
                 self._on_run_finished(event)
             case _:
                 assert_never(event)
+
+    def cancelled(self) -> None:
+        """The calls a Ctrl-C cut short, each with what it had reported by then (progress
+        and its last messages): the live rows that showed it vanish with the turn."""
+        self._end_stream()
+        running, now = list(self._activity.running.values()), time.monotonic()
+        self._activity.running.clear()
+        self._sync_activity()
+        for item in running:
+            head = Text("  ⊘ cancelled ", style="yellow")
+            head.append_text(item.label)
+            head.append(f" after {now - item.started:.1f} s", style="dim")
+            if item.progress is not None:
+                total = f"/{item.total:g}" if item.total else ""
+                head.append(f" at {item.progress:g}{total}", style="dim")
+            self.console.print(head)
+            if item.said:
+                self.console.print(Indented(Text("\n".join(item.said), style="dim")))
+            elif item.progress is None:
+                self.console.print(Indented(Text("(it had reported nothing)", style="dim")))
 
     def close(self) -> None:
         self._end_stream()
@@ -319,6 +343,8 @@ class EventRenderer:
         if running is not None:
             running.progress, running.total = event.progress, event.total
             running.message = clean(self.redact(event.message)) if event.message else None
+            if running.message and running.message not in running.said[-1:]:
+                running.said = [*running.said[-(CANCELLED_LINES - 1) :], running.message]
         if self.animate:
             return  # drawn by the activity region
         now = time.monotonic()
@@ -374,7 +400,7 @@ class EventRenderer:
         may be left out or gone from the history)."""
         paths = [i.path for i in event.images if i.path]
         for path in paths[:IMAGE_PATHS_SHOWN]:
-            self.console.print(Indented(Text(f"image saved: {path}", style="cyan")))
+            print_path(self.console, "    image saved:", path, "cyan")
             self._draw_image(path)
         if len(paths) > IMAGE_PATHS_SHOWN:
             folder = str(Path(paths[0]).parent)

@@ -37,8 +37,20 @@ from agent.ui.apps import AppFrontEnd
 from agent.ui.commands import Command, SlashCommands
 from agent.ui.forms import ask_form
 from agent.ui.inbox import AppTurn, Inbox, Work
+from agent.ui.layout import wrap_words
 from agent.ui.render import EventRenderer, LogLines, compact_json
 from agent.ui.safe import clean
+
+APPROVAL_CHOICES = "[y]es / [n]o / [a]lways for this tool"
+APPROVAL_WORDS: dict[str, Decision] = {
+    "y": "yes",
+    "yes": "yes",
+    "n": "no",
+    "no": "no",
+    "a": "always",
+    "always": "always",
+}
+QUIT_HINT = "(Ctrl-D or /exit to quit)"
 
 
 class Repl(AppFrontEnd):
@@ -152,7 +164,8 @@ class Repl(AppFrontEnd):
         while True:
             try:
                 item = await self.inbox.next(self.input_line, "› ")
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # as in a shell: the line is dropped; say how to leave
+                self.status.print(Text(QUIT_HINT, style="dim"))
                 continue
             except EOFError:
                 return 0
@@ -192,6 +205,8 @@ class Repl(AppFrontEnd):
                         self.show_app(event)
                     if isinstance(event, RunFinished) and event.answer and self.on_answer:
                         self.on_answer(event.answer)
+        if scope.cancelled_caught:
+            self.renderer.cancelled()  # what the cut-short calls had produced
         self.renderer.close()
         if scope.cancelled_caught:
             if self.on_cancel is not None:
@@ -249,7 +264,8 @@ class Repl(AppFrontEnd):
         self._asking = True
         with self.renderer.suspended():
             try:
-                return (await self.input_line.prompt_async(clean(text), default=default)).strip()
+                shown = wrap_words(clean(text), self.console.width)
+                return (await self.input_line.prompt_async(shown, default=default)).strip()
             except KeyboardInterrupt:
                 self._cancel_innermost()
                 await anyio.lowlevel.checkpoint()  # in the turn's own task: cancelled here
@@ -272,7 +288,8 @@ class Repl(AppFrontEnd):
         return not self.can_ask
 
     async def ask(self, request: ApprovalRequest) -> Decision:
-        """Approval prompt; Ctrl-C or anything unclear counts as no.
+        """Approval prompt; Ctrl-C or Ctrl-D counts as no, anything else unclear is asked
+        again with the choices (a typo neither runs the tool nor refuses it).
 
         Long arguments are shown above the question, each with its beginning whole, long
         blank runs counted and long values cut in the middle with what was left out said
@@ -287,16 +304,27 @@ class Repl(AppFrontEnd):
         if args is None:
             self.console.print(arguments.block(request.arguments, self.registry.redact))
             args = "(arguments above)"
-        answer = await self.question(
-            f"Run {request.server} › {request.tool} {args}? [y]es / [n]o / [a]lways for this tool: "
-        )
-        answer = (answer or "").lower()
-        if answer in ("a", "always"):
-            if self.registry.servers[request.server].config.config_file:
-                hint = "(allowed for this session; /approve save keeps it in the config)"
-                self.console.print(Text(hint, style="dim"))
-            return "always"
-        return "yes" if answer in ("y", "yes") else "no"
+        text = f"Run {request.server} › {request.tool} {args}? {APPROVAL_CHOICES}: "
+        if len(text) >= self.console.width:  # the choices on a line of their own
+            text = f"Run {request.server} › {request.tool} {args}?\n{APPROVAL_CHOICES}: "
+        while True:
+            answer = await self.question(text)
+            if answer is None:  # Ctrl-C or Ctrl-D: no, and the turn goes on or is cancelled
+                return "no"
+            decision = APPROVAL_WORDS.get(answer.lower())
+            if decision is not None:
+                break
+            # A typo is not an answer: a "yes" mistyped must not refuse, nor run anything.
+            said = Text(f"'{clean(answer)}' is not an answer: type y, n or a", style="yellow")
+            self.console.print(said)
+            text = f"{APPROVAL_CHOICES} (Ctrl-C cancels the turn): "
+        if decision == "always" and self.registry.servers[request.server].config.config_file:
+            hint = (
+                "(allowed for this session; /approve save remembers it in approvals.json "
+                "in the state folder, for this config file)"
+            )
+            self.console.print(Text(hint, style="dim"))
+        return decision
 
     # -- requests from servers (sampling, elicitation) ---------------------------------
 

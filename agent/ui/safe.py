@@ -23,9 +23,13 @@ tests/test_architecture.py forbids any other way to the terminal.
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import shutil
+import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -86,11 +90,25 @@ def json_text(document: str) -> str:
     return _JSON_UNSAFE.sub(_json_escape, document)
 
 
+# The envelope's tags (agent/tools/results.py) as a model echoes them when it repeats a
+# tool's output: a tag alone on its line goes with its line, one inside a line goes alone.
+_ENVELOPE_TAG = re.compile(
+    r"(?im)^[ \t]*</?untrusted-data(?:\s[^<>\n]*)?>[ \t]*(?:\n|$)|</?untrusted-data(?:\s[^<>\n]*)?>"
+)
+
+
+def without_envelope_tags(text: str) -> str:
+    """A model's answer without the `<untrusted-data …>` tags it echoed from a tool result:
+    they mark data for the model, and mean nothing to the person reading the answer."""
+    return _ENVELOPE_TAG.sub("", text) if "untrusted-data" in text.lower() else text
+
+
 def markdown(text: str) -> AnswerMarkdown:
     """A model's answer as Markdown that hides nothing: escapes shown before the layout is
     made, and each link followed by its real target (`text (https://target)`), since a link
-    whose text is another URL would otherwise hide where it leads."""
-    return AnswerMarkdown(clean(text), hyperlinks=False)
+    whose text is another URL would otherwise hide where it leads. The envelope tags it may
+    have echoed are left out (`without_envelope_tags`)."""
+    return AnswerMarkdown(clean(without_envelope_tags(text)), hyperlinks=False)
 
 
 class SafeConsole(Console):
@@ -130,3 +148,19 @@ def terminal(
     out = stream or (sys.stderr if err else sys.stdout)
     out.write(clean(redact(text)) + end)
     out.flush()
+
+
+def page(text: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Show `text`, made by a SafeConsole (so cleaned and redacted already), through the
+    user's pager ($PAGER, else less), as git does: with LESS=FRX unless LESS is set (colours
+    kept, what fits on one screen printed plainly, the text left on screen after `q`).
+    Blocking: run it in a worker thread. False when there is no pager to run."""
+    command = shlex.split(environ.get("PAGER") or "less")
+    if not command or shutil.which(command[0]) is None:
+        return False
+    env = {**environ, "LESS": environ.get("LESS", "FRX")}
+    try:
+        subprocess.run(command, input=text, text=True, env=env, check=False)
+    except OSError:
+        return False
+    return True

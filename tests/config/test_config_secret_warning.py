@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.config.build import load_toml
-from agent.config.servers import load_mcp_config
-from tests.support.cli import mcp_json
+from agent.config.servers import SECRET_WARNINGS_FILE, load_mcp_config
+from tests.support.cli import mcp_json, run_cli
+from tests.support.fake_llm import ScriptedLLM, text
 
 ENVIRON = {"HOME": "/home/me", "T": "tok-123456", "K": "key-123456", "MYKEY": "sk-abcdef"}
+
+
+@pytest.fixture(autouse=True)
+def state_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the files already warned about are remembered: the test's own folder."""
+    monkeypatch.setenv("MCP_AGENT_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
 
 
 def toml_file(tmp_path: Path, text: str, mode: int = 0o644) -> Path:
@@ -81,3 +90,45 @@ def test_literal_secrets_in_a_private_file_are_not_warned(
     load_mcp_config(mcp_json(tmp_path, {"s": server}, mode=0o600), ENVIRON)
     load_toml(toml_file(tmp_path, '[llm]\napi_key = "sk-literal-abcdef"\n', mode=0o600))
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        {"command": "x", "env": {"GITHUB_TOKEN": "MY_TOKEN", "API_KEY": "YOUR_API_KEY"}},
+        {"url": "http://h/mcp", "headers": {"Authorization": "Bearer <your-token>"}},
+        {"url": "http://h/mcp", "headers": {"X-Api-Key": "your-key-here"}},
+        {"command": "x", "args": ["--token=YOUR_TOKEN"], "env": {"DB_PASS": "changeme"}},
+        {"type": "openapi", "url": "http://h", "key": "xxxxxxxx"},
+    ],
+)
+def test_a_readme_s_placeholders_are_not_secrets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: dict[str, Any]
+) -> None:
+    load_mcp_config(mcp_json(tmp_path, {"s": server}, mode=0o644), ENVIRON)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_warning_comes_once_per_file_and_content(tmp_path: Path) -> None:
+    """Run after run with the same file, one warning; a changed file is warned about again."""
+    local = [sys.executable, "-m", "agent.server", "--root", str(tmp_path)]
+    entry = {"command": local[0], "args": local[1:], "env": {"DB_PASS": "hunter22"}}
+    entry["env"]["GITHUB_TOKEN"] = "MY_TOKEN"  # a placeholder beside it: never named
+    config = mcp_json(tmp_path, {"local": entry}, mode=0o644)
+
+    def warnings() -> str:
+        with ScriptedLLM(text("ok")) as llm:
+            run = run_cli(
+                ["--mcp-config", str(config), "-p", "hi"], tmp_path, base_url=llm.base_url
+            )
+        assert run.returncode == 0, run.stderr
+        return "\n".join(line for line in run.stderr.splitlines() if "warning:" in line)
+
+    first = warnings()
+    assert "mcpServers.local.env.DB_PASS" in first and "GITHUB_TOKEN" not in first, first
+    assert "said once for this content" in first
+    assert warnings() == ""
+    config.write_text(config.read_text() + "\n")
+    assert "env.DB_PASS" in warnings()
+    record = tmp_path / "state" / SECRET_WARNINGS_FILE
+    assert record.stat().st_mode & 0o777 == 0o600

@@ -78,9 +78,9 @@ async def test_always_then_approve_save_keeps_it_in_our_file_and_the_next_run_ho
         settings=settings_from(config, tmp_path),
     )
     kept = tmp_path / "state" / "approvals.json"
-    assert "/approve save keeps it in the config" in out
     said = " ".join(out.split())  # the console wraps long lines
-    assert f"time trust += get_current_time (kept in {kept}, for {config})" in said
+    assert "/approve save remembers it in approvals.json in the state folder" in said
+    assert f"time trust += get_current_time, for {config} kept in {kept}" in said
     assert config.read_bytes() == before  # the mcpServers file is never rewritten
     assert kept.stat().st_mode & 0o777 == 0o600
     settings = settings_from(config, tmp_path)

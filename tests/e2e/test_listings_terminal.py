@@ -12,7 +12,15 @@ import pytest
 
 from tests.support.fake_llm import ScriptedLLM
 from tests.support.servers import REPO_ROOT, everything_stdio_command
-from tests.support.terminal import PROMPT, Terminal, agent_env, needs_tmux, terminals, workspace
+from tests.support.terminal import (
+    HEIGHT,
+    PROMPT,
+    Terminal,
+    agent_env,
+    needs_tmux,
+    terminals,
+    workspace,
+)
 
 __all__ = ["terminals", "workspace"]  # the shared fixtures
 pytestmark = needs_tmux
@@ -22,7 +30,7 @@ DOC = "@everything:demo://resource/static/document/architecture.md"
 
 
 def open_repl(
-    terminals: list[Terminal], workspace: Path, columns: int, llm: ScriptedLLM
+    terminals: list[Terminal], workspace: Path, columns: int, llm: ScriptedLLM, rows: int = HEIGHT
 ) -> Terminal:
     command, args = everything_stdio_command()
     config = workspace.parent / "mcp.json"
@@ -41,8 +49,9 @@ def open_repl(
         [sys.executable, str(REPO_ROOT / "run_mcp.py"), "--mcp-config", str(config)],
         cwd=workspace,
         env=agent_env(llm.base_url, workspace.parent / "state"),
-        log=workspace.parent / f"listings-{columns}.screen.txt",
+        log=workspace.parent / f"listings-{columns}x{rows}.screen.txt",
         width=columns,
+        height=rows,
     )
     terminals.append(terminal)
     terminal.wait_for(r"tools from 2 server", timeout=60)
@@ -77,8 +86,14 @@ def test_listings_fit_the_terminal_and_never_cut_a_name(
     for lines in (tools, resources, prompts, servers):
         assert lines and all(len(line) <= columns for line in lines), "\n".join(lines)
         assert not any("…" in line and "everything__" in line for line in lines)
-    starts = [line.strip().split(" ")[0] for line in tools]
-    assert LONG_TOOL in starts and "local__write_file" in starts  # whole, at a line's start
+    if columns == 60:  # the full listing would be taller than the screen: names only
+        assert "everything · 16 tools · /tools everything for details" in tools
+        assert "local · 7 tools · /tools local for details" in tools
+        words = " ".join(tools).split()
+        assert "trigger-long-running-operation" in words and "write_file" in words
+    else:
+        starts = [line.strip().split(" ")[0] for line in tools]
+        assert LONG_TOOL in starts and "local__write_file" in starts  # whole, at line start
     assert any(line.strip().startswith(DOC) for line in resources)
     assert any(
         "@everything:demo://resource/dynamic/text/{resourceId}" in line for line in resources
@@ -87,9 +102,6 @@ def test_listings_fit_the_terminal_and_never_cut_a_name(
     assert server_rows[1][:3] == ["everything", "stdio", "ready"]  # a table at both widths
     assert server_rows[2][:3] == ["local", "stdio", "ready"]
     if columns == 60:  # stacked: a block per row, details indented under the whole name
-        assert f"{LONG_TOOL} · read-only" in tools
-        assert "local__write_file · destructive" in tools
-        assert any(line.startswith("  Demonstrates a long running operation") for line in tools)
         assert resources[resources.index(DOC) + 1] == "  architecture.md · text/markdown"
         assert "args-prompt · everything" in prompts
         assert "  arguments: city state?" in prompts
@@ -106,3 +118,38 @@ def test_listings_fit_the_terminal_and_never_cut_a_name(
         assert re.search(
             r"^ args-prompt\s+everything\s+city state\?\s+A prompt", "\n".join(prompts), re.M
         )
+
+
+@pytest.mark.parametrize("size", [(60, 20), (100, 30)], ids=["60x20", "100x30"])
+def test_tools_fits_the_screen_pages_the_rest_and_says_when_there_are_none(
+    workspace: Path, terminals: list[Terminal], size: tuple[int, int]
+) -> None:
+    """`/tools` never scrolls past the screen: the full table when it fits, else each
+    server's names with `/tools SERVER` for details; a listing taller than the screen goes
+    through the pager. With every server off it says so, and how to turn one on."""
+    columns, rows = size
+    with ScriptedLLM() as llm:
+        term = open_repl(terminals, workspace, columns, llm, rows)
+        tools = command_output(term, "/tools")
+        mark = term.mark()
+        term.type("/tools everything")  # 16 tools with descriptions: taller than the screen
+        term.wait_for(r"\n:[ ]*$", after=mark)  # less, at its first page
+        paged = term.visible()
+        term.send("q")
+        term.wait_for(PROMPT, after=mark)
+        command_output(term, "/servers disable everything")
+        command_output(term, "/servers disable local")
+        none = command_output(term, "/tools")
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert 0 < len(tools) <= rows - 2, "\n".join(tools)
+    assert tools[0] == "everything · 16 tools · /tools everything for details"
+    assert "local · 7 tools · /tools local for details" in tools
+    assert all(len(line) <= columns for line in tools)
+    words = " ".join(tools).split()
+    assert "trigger-long-running-operation" in words and "write_file" in words
+    assert "everything__echo" in paged and "everything__get-env" in paged, paged
+    said = " ".join(" ".join(none).split())
+    assert said == (
+        "no tools: every server is off (everything, local); /servers enable NAME turns one on"
+    ), none

@@ -7,16 +7,18 @@ and printed, so a failing run shows exactly what was on screen.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls
-from tests.support.servers import REPO_ROOT
+from tests.support.servers import REPO_ROOT, SUPPORT
 from tests.support.terminal import (
     PROMPT,
     Terminal,
@@ -278,3 +280,155 @@ def test_tab_and_enter_read_together_send_the_completed_line(
         term.type("/exit")
         assert term.exit_code() == 0
     assert "› /help" in screen and "unknown command" not in screen, screen
+
+
+# ---------------------------------------------- the details, at 60x20 and 100x30 (issue 32)
+
+SIZES = [pytest.param((60, 20), id="60x20"), pytest.param((100, 30), id="100x30")]
+
+
+def servers_file(workspace: Path, **extra: Any) -> Path:
+    """An mcpServers file with the bundled server as `local` (and `extra` servers), as a
+    user who keeps one has it."""
+    local = {"command": sys.executable, "args": ["-m", "agent.server", "--root", str(workspace)]}
+    path = workspace.parent / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"local": local, **extra}}))
+    path.chmod(0o600)
+    return path
+
+
+def broken_words(rows: list[str], words: list[str]) -> list[str]:
+    """The `words` no screen row holds whole (the terminal broke them across rows)."""
+    return [word for word in words if not any(word in row for row in rows)]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_approval_typo_is_asked_again_in_whole_words(
+    workspace: Path, terminals: list[Terminal], size: tuple[int, int]
+) -> None:
+    """`yse` is neither yes nor no: the question comes again with its choices; the
+    question breaks between words; `always` says where /approve save writes."""
+    script = [
+        tool_calls(("local__write_file", {"path": "made.txt", "content": "hello"})),
+        text("written"),
+    ]
+    config = servers_file(workspace)
+    with ScriptedLLM(*script) as llm:
+        term = start(
+            terminals, llm, workspace, f"typo-{size[0]}", "--mcp-config", str(config), size=size
+        )
+        term.type("write the file")
+        term.wait_for(r"\[a\]lways for this tool:")
+        rows = term.rows()
+        term.type("yse")
+        term.wait_for(r"'yse' is not an answer: type y, n or a")
+        term.wait_for(r"\[a\]lways for this tool \(Ctrl-C cancels the\s+turn\):")
+        assert len(llm.requests) == 1  # nothing decided yet
+        term.type("a")
+        term.wait_for(r"written[ ]*" + PROMPT)
+        screen = term.save()
+        term.type("/approve save")
+        term.wait_for(r"kept in\s+\S+approvals\.json")
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert (workspace / "made.txt").read_text() == "hello"
+    words = ["write_file", '"made.txt",', '"content":', '"hello"}?', "[y]es", "[a]lways"]
+    assert broken_words(rows, words) == [], "\n".join(rows)
+    assert re.search(r"/approve save remembers it in\s+approvals\.json", screen), screen
+    assert "keeps it in the config" not in screen
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_ctrl_c_at_an_empty_prompt_says_how_to_leave(
+    workspace: Path, terminals: list[Terminal], size: tuple[int, int]
+) -> None:
+    with ScriptedLLM() as llm:
+        term = start(terminals, llm, workspace, f"ctrl-c-prompt-{size[0]}", size=size)
+        term.send("C-c")
+        term.wait_for(r"\(Ctrl-D or /exit to quit\)" + PROMPT)
+        term.send("C-d")
+        assert term.exit_code() == 0
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_cancelled_call_shows_what_it_had_reported(
+    workspace: Path, terminals: list[Terminal], size: tuple[int, int]
+) -> None:
+    """The live row showing a call's progress goes when Ctrl-C ends the turn; what the call
+    reported stays on screen under it."""
+    progress = {"command": sys.executable, "args": [str(SUPPORT / "progress_server.py")]}
+    config = servers_file(workspace, progress=progress)
+    script = [tool_calls(("progress__build", {"steps": 4})), text("unused")]
+    with ScriptedLLM(*script) as llm:
+        term = start(
+            terminals,
+            llm,
+            workspace,
+            f"cancelled-call-{size[0]}",
+            "--mcp-config",
+            str(config),
+            ready="tools from 2 server",
+            size=size,
+        )
+        mark = term.mark()
+        term.type("build it")
+        term.wait_for(r"compiled module 4", after=mark)  # in the live row
+        term.send("C-c")
+        term.wait_for(r"cancelled" + PROMPT, after=mark, timeout=10)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    shown = screen[mark:]
+    assert re.search(r"⊘ cancelled progress › build after [\d.]+ s at 4/5", shown), shown
+    for step in (2, 3, 4):
+        assert f"    compiled module {step}" in shown, shown
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_tool_s_image_path_is_never_broken(
+    workspace: Path, terminals: list[Terminal], size: tuple[int, int]
+) -> None:
+    images = {
+        "command": sys.executable,
+        "args": [str(SUPPORT / "image_server.py"), "--many", "1", "--many-kb", "1"],
+    }
+    config = servers_file(workspace, images=images)
+    script = [tool_calls(("images__contact_sheet", {})), text("one picture")]
+    with ScriptedLLM(*script) as llm:
+        term = start(
+            terminals,
+            llm,
+            workspace,
+            f"image-path-{size[0]}",
+            "--mcp-config",
+            str(config),
+            ready="tools from 2 server",
+            size=size,
+        )
+        term.type("the album")
+        term.wait_for(r"one picture[ ]*" + PROMPT)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    saved = sorted((workspace.parent / "state").rglob("*.png"))
+    assert len(saved) == 1
+    lines = [line.strip() for line in screen.splitlines()]  # capture -J: wrapped rows joined
+    assert str(saved[0]) in lines or f"image saved: {saved[0]}" in lines, screen
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_answer_echoing_the_envelope_shows_no_tag(
+    workspace: Path, terminals: list[Terminal], size: tuple[int, int]
+) -> None:
+    """A small model repeats a tool's output with the envelope's closing line: the tags
+    are for the model; the person reads the words."""
+    echoed = 'The notes say:\nlaunch code 4711\n</untrusted-data id="0badc0de">\nThat is all.'
+    script = [tool_calls(("local__read_file", {"path": "notes.txt"})), text(echoed)]
+    with ScriptedLLM(*script) as llm:
+        term = start(terminals, llm, workspace, f"envelope-{size[0]}", size=size)
+        term.type("read the notes")
+        term.wait_for(r"That is all\.[ ]*" + PROMPT)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert "launch code 4711" in screen and "untrusted-data" not in screen, screen

@@ -38,6 +38,7 @@ class Terminal:
         env: dict[str, str],
         log: Path,
         width: int = WIDTH,
+        height: int = HEIGHT,
     ) -> None:
         self.socket = f"mcp-agent-test-{secrets.token_hex(4)}"
         self.log = log
@@ -45,7 +46,7 @@ class Terminal:
         env_args = [f"{k}={v}" for k, v in env.items()]
         # The exit status goes to a file; the pane then stays until the test kills the server.
         script = f"{shlex.join(['env', '-i', *env_args, *command])}; echo $? > {self.rc_file}"
-        self._tmux("new-session", "-d", "-x", str(width), "-y", str(HEIGHT), "-c", str(cwd), script)
+        self._tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-c", str(cwd), script)
         self._tmux("set-option", "-g", "remain-on-exit", "on")
         self._tmux("set-option", "-g", "history-limit", "5000")
 
@@ -67,6 +68,11 @@ class Terminal:
         """Append every byte the program writes from now on to `path` (what a screen
         capture cannot show: text drawn and then overwritten)."""
         self._tmux("pipe-pane", "-o", f"cat >> {shlex.quote(str(path))}")
+
+    def rows(self) -> list[str]:
+        """The screen's rows as drawn, lines the terminal wrapped left apart (capture -J
+        joins them): where a word was broken, it shows broken here."""
+        return self._tmux("capture-pane", "-p", "-S", "-5000").split("\n")
 
     def visible(self) -> str:
         """Only what is on screen now, without the scroll-back."""
@@ -178,13 +184,17 @@ def start(
     *args: str,
     term: str = "xterm-256color",
     ready: str = r"tools from 1 server",
+    size: tuple[int, int] = (WIDTH, HEIGHT),
 ) -> Terminal:
-    """`run_mcp.py ARGS` in a new terminal against the scripted model, at its first prompt."""
+    """`run_mcp.py ARGS` in a new terminal (`size`: columns, rows) against the scripted
+    model, at its first prompt."""
     terminal = Terminal(
         [sys.executable, str(REPO_ROOT / "run_mcp.py"), *args],
         cwd=workspace,
         env=agent_env(llm.base_url, workspace.parent / "state", term),
         log=workspace.parent / f"{name}.screen.txt",
+        width=size[0],
+        height=size[1],
     )
     terminals.append(terminal)
     terminal.wait_for(ready)
