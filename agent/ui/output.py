@@ -147,7 +147,7 @@ def print_answer(answer: str, redact: Callable[[str], str]) -> None:
     REPL's): masked by the session's redactor; rendered on a terminal; as written (no
     wrapping, no markup) into pipes and files, but with control and invisible characters
     shown (`| cat` must not retitle the terminal)."""
-    answer = redact(answer)
+    answer = without_envelope_tags(redact(answer))
     if sys.stdout.isatty():
         SafeConsole(redact=redact).print(markdown(answer))
     else:
