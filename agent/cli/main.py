@@ -118,6 +118,7 @@ def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
         flags=flags,
         trust_workspace=opts["trust_workspace"],
         ask_input=ask_at_terminal if sys.stdin.isatty() else None,
+        only=tuple(n.strip() for n in (opts.get("servers") or "").split(",") if n.strip()),
     )
 
 
@@ -188,9 +189,19 @@ def run(
         str | None,  # not a Path: `./claude` (a file) must stay apart from `claude` (a name)
         typer.Option(
             "--mcp-config",
-            help="mcpServers JSON (a path), or another client's by name: claude, cursor, "
-            "vscode (a file of such a name: ./claude) "
-            "(default: ~/.config/mcp-agent/mcp.json and config/mcp.json, those that exist).",
+            help="The servers file, replacing the default ones: a path (any client's format), "
+            "or another client's user-level file by name: claude, claude-code, cursor, "
+            "vscode, windsurf, cline, zed, codex, gemini, goose, opencode (a file of such a "
+            "name: ./claude) (default: ~/.config/mcp-agent/mcp.json and config/mcp.json, "
+            "those that exist). --server-url / --server-command add a server to these.",
+        ),
+    ] = None,
+    servers: Annotated[
+        str | None,
+        typer.Option(
+            "--servers",
+            help="Only these configured servers, by name, comma-separated (e.g. db,github); "
+            "a switched-off one named here runs too.",
         ),
     ] = None,
     config: Annotated[
@@ -271,8 +282,18 @@ def run(
     ] = [],  # noqa: B006
     resume: Annotated[
         str | None,
-        typer.Option("--resume", help="Continue a saved session: ID, or nothing for the latest."),
+        typer.Option(
+            "--resume",
+            help="Continue a saved session: ID, or nothing for this folder's latest (at a "
+            "terminal: pick from this folder's sessions).",
+        ),
     ] = None,
+    all_folders: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="With --resume and no ID: every folder's sessions, not only this one's."
+        ),
+    ] = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Show only answers and errors.")
     ] = False,
@@ -326,6 +347,11 @@ def run(
     request = None if streamed_input else _single_shot_request(prompt, interactive)
     if output == "stream-json" and request is None and not streamed_input:
         raise ConfigError("--output stream-json needs --prompt, or --input-format stream-json")
+    if resume is not None:  # which session: this folder's, picked at a terminal
+        from agent.ui.sessions import choose_session
+
+        asking = request is None and not streamed_input and sys.stdin.isatty()
+        resume = choose_session(settings, resume, all_folders, ask=asking)
     prestarts = Prestarts()  # none yet: Ctrl-C while they start is handled below too
     report = output == "json" and request is not None  # until the run reports for itself
     try:

@@ -158,14 +158,24 @@ class Loaded:
     warnings: list[str]
 
 
-def find_session(state_dir: Path, session: str) -> Path:
-    """`latest` or an id (or a unique prefix of one)."""
+def find_session(state_dir: Path, session: str, workspace: Path | None = None) -> Path:
+    """`latest` (the newest session of `workspace`, the folder it was started in; of any
+    folder when None) or an id (or a unique prefix of one), whatever its folder."""
     folder = sessions_dir(state_dir)
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     if not files:
         raise ConfigError(f"--resume: no saved sessions in {folder}")
     if session in ("latest", ""):
-        return files[-1]
+        if workspace is None:
+            return files[-1]
+        here = saved_sessions(state_dir, workspace, limit=1)
+        if not here:
+            raise ConfigError(
+                f"--resume: no saved session was started in this folder ({workspace}); "
+                f"'run_mcp.py --resume --all' lists every folder's ({len(files)} saved), "
+                "--resume ID continues one"
+            )
+        return here[0].path
     matches = [f for f in files if f.stem.startswith(session)]
     if len(matches) != 1:
         what = "no session matches" if not matches else f"{len(matches)} sessions match"
@@ -174,6 +184,50 @@ def find_session(state_dir: Path, session: str) -> Path:
         )
         raise ConfigError(f"--resume {session}: {what} in {folder}; latest: {recent}")
     return matches[0]
+
+
+@dataclass(frozen=True)
+class SavedSession:
+    """A saved session as a list shows it: read from the head of its file only."""
+
+    path: Path
+    workspace: str | None  # the folder it was started in (None: saved before it was recorded)
+    first: str  # its first request, one line
+
+    @property
+    def session_id(self) -> str:
+        return self.path.stem
+
+    @property
+    def started(self) -> str:
+        """`2026-11-27 03:10` from the id (`20261127-031012-ab12`)."""
+        sid = self.session_id
+        if len(sid) < 13 or not sid[:8].isdigit():
+            return ""
+        return f"{sid[:4]}-{sid[4:6]}-{sid[6:8]} {sid[9:11]}:{sid[11:13]}"
+
+
+def saved_sessions(
+    state_dir: Path, workspace: Path | None = None, limit: int = 20, keep: str | None = None
+) -> list[SavedSession]:
+    """The newest saved sessions started in `workspace` (every folder's when None), newest
+    first, leaving out those nothing was asked in (a REPL opened and left) but `keep` (the
+    session running now). Sessions saved before transcripts recorded their folder belong
+    to none: they are listed only for every folder (`--resume ID` continues any session)."""
+    folder = sessions_dir(state_dir)
+    want = str(workspace) if workspace is not None else None
+    found: list[SavedSession] = []
+    for path in sorted(folder.glob("*.jsonl"), reverse=True) if folder.is_dir() else []:
+        if len(found) >= limit:
+            break
+        cwd = _started_in(path)
+        if want is not None and cwd != want:
+            continue
+        first = _first_request(path).strip()
+        if first or path.stem == keep:
+            line = first.splitlines()[0] if first else ""
+            found.append(SavedSession(path, cwd, line if len(line) <= 60 else line[:59] + "…"))
+    return found
 
 
 RESUME_TOKENS = 256_000  # history read back at most (estimated): twice a large window
@@ -285,6 +339,17 @@ def _first_request(path: Path, limit: int = 200) -> str:
                 if message.get("role") == "user" and isinstance(message.get("content"), str):
                     return str(message["content"])
     return ""
+
+
+def _started_in(path: Path) -> str | None:
+    """The folder a session was started in, from its first line (the `meta` record);
+    None for a session saved before transcripts recorded it."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            record = json.loads(fh.readline(64 * 1024))
+        cwd = record.get("cwd") if record.get("type") == "meta" else None
+        return cwd if isinstance(cwd, str) else None
+    return None
 
 
 def save_export(text: str, state_dir: Path, session_id: str, name: str = "") -> Path:

@@ -73,10 +73,12 @@ def load_toml(path: Path) -> dict[str, Any]:
         "ui",
         "trust",
         "telemetry",
-    }  # [trust]: agent/config/trust.py
+        "registry",
+    }  # [trust]: agent/config/trust.py; [registry]: agent/cli/mcp_command.py
     if unknown:
         raise ConfigError(
-            f"{path}: unknown section [{sorted(unknown)[0]}] (use [llm] [agent] [ui] [telemetry])"
+            f"{path}: unknown section [{sorted(unknown)[0]}] "
+            "(use [llm] [agent] [ui] [telemetry] [registry])"
         )
     secrets = [k for name, table in doc.items() for k in literal_secrets(table, "", f"[{name}]")]
     warn_if_world_readable(path, secrets)
@@ -121,7 +123,7 @@ def _resolve_sections(
         overrides.setdefault(name, {}).update({k: v for k, v in values.items() if v is not None})
     sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}, "telemetry": {}}
     for name, values in (load_toml(path) if path is not None else {}).items():
-        if name == "trust":  # read by agent/config/trust.py, from the user-level file only
+        if name in ("trust", "registry"):  # agent/config/trust.py; `mcp search` / `mcp add`
             continue
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
@@ -150,13 +152,15 @@ def build_settings(
     workspace: Path | None = None,
     trust_workspace: bool = False,
     ask_input: InputAsker | None = None,
+    only: tuple[str, ...] = (),
 ) -> Settings:
     """The one place settings are resolved: defaults < file < environment < flags.
 
     `flags` holds per-section overrides from the command line ({"llm": {"model": ...}}).
     Explicit paths must exist; the default paths are used only when present, and the
     working directory's own (`config/`) only when it is trusted (agent/config/trust.py;
-    `trust_workspace` is --trust-workspace).
+    `trust_workspace` is --trust-workspace). `only`: --servers, the configured servers
+    to connect to by name (the command line's own server is always kept).
     """
     root = (workspace or Path.cwd()).resolve()
     state_dir = default_state_dir(environ)
@@ -182,7 +186,11 @@ def build_settings(
     # envFile in the working directory is read only once it is trusted.
     dialects = Dialects(root, environ, ask_input, trusted=trust.trusted)
     mcp_paths = [named_mcp] if named_mcp else default_mcp
-    servers = _configured_servers(mcp_paths, environ, dialects, state_dir, cli_server)
+    servers = _configured_servers(
+        mcp_paths, environ, dialects, state_dir, cli_server, named=named_mcp is not None
+    )
+    if only:
+        servers = pick_servers(servers, only)
     enabled = [_with_roots(s, agent.roots, root) for s in servers if s.enabled]
     if not enabled:  # no server at all (or all switched off): the bundled one
         enabled.append(bundled_server(root))
@@ -226,15 +234,32 @@ def _configured_servers(
     dialects: Dialects,
     state_dir: Path,
     cli_server: ServerConfig | None,
+    *,
+    named: bool = False,
 ) -> list[ServerConfig]:
     """The mcpServers files' servers with their saved approvals, then the command line's.
 
-    A later file's entry wins for a name in both (the project's over the user's); the
-    command line's may not reuse a name a file gives.
+    The rule for a name in several files: the later file's entry wins (the user's
+    `mcp.json` < `.mcp.json` < `.cursor/mcp.json` < `.vscode/mcp.json` < `config/mcp.json`),
+    and a warning names the entry it overrides. An entry that cannot be used in this run
+    (an `${input:...}` with nobody to ask) is skipped with a warning, unless the file was
+    named with --mcp-config (then it is the error). The command line's server may not
+    reuse a name a file gives.
     """
     by_name: dict[str, ServerConfig] = {}
     for mcp_path in mcp_paths:
-        by_name.update((s.name, s) for s in load_mcp_config(mcp_path, environ, dialects))
+        skipped: list[tuple[str, str]] = []
+        for server in load_mcp_config(mcp_path, environ, dialects, None if named else skipped):
+            if (earlier := by_name.get(server.name)) is not None:
+                warn(
+                    f"server '{server.name}': the entry in {mcp_path} overrides the one in "
+                    f"{earlier.config_file} (the later file wins)"
+                )
+            by_name[server.name] = server
+        for name, why in skipped:
+            kept = by_name.get(name)
+            instead = f"; using the one in {kept.config_file}" if kept else ""
+            warn(f"server '{name}' skipped: {why}{instead}")
     saved = load_approvals(state_dir)  # /approve save keeps them in a file of our own
     servers = [with_saved_approvals(s, saved) for s in by_name.values()]
     if cli_server is not None:
@@ -245,6 +270,23 @@ def _configured_servers(
             )
         servers.append(cli_server)
     return servers
+
+
+def pick_servers(servers: list[ServerConfig], names: tuple[str, ...]) -> list[ServerConfig]:
+    """`--servers a,b`: only the configured servers named (switched-off ones included: a
+    name picks it), in the files' order; a name no file gives is an error listing them."""
+    known = {s.name: s for s in servers if s.config_file is not None}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listed = ", ".join(known) or "none"
+        raise ConfigError(f"--servers {unknown[0]}: no such server (configured: {listed})")
+    picked = [s.model_copy(update={"enabled": True}) for s in known.values() if s.name in names]
+    return picked + [s for s in servers if s.config_file is None]  # the command line's
+
+
+def warn(message: str) -> None:
+    """A choice made for the user that they should know of (stderr, one line)."""
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def _with_roots(server: ServerConfig, default: tuple[str, ...], base: Path) -> ServerConfig:

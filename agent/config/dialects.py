@@ -40,6 +40,11 @@ _CLIENT_VAR = re.compile(
 _DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
+class InputUnavailable(ConfigError):
+    """An entry needs a `${input:...}` and nobody can be asked: that entry cannot be used
+    in this run (the rest of its file can: agent/config/build.py skips it with a warning)."""
+
+
 @dataclass
 class Dialects:
     """What reading other clients' files needs, for one run: where the workspace is and
@@ -125,7 +130,7 @@ class Dialects:
         description = str(declared.get("description") or input_id)
         password = declared.get("password") is True
         if self.ask is None:
-            raise ConfigError(
+            raise InputUnavailable(
                 f"{where}: needs ${{input:{input_id}}} ({description}), which is asked only at "
                 f"a terminal: run it in one, or write ${{VAR}} and set that variable"
             )

@@ -2,10 +2,11 @@
 
 Finding: besides ./config/, a user-level folder (`$MCP_AGENT_CONFIG_DIR`, else
 `$XDG_CONFIG_HOME/mcp-agent`, else `~/.config/mcp-agent`), and the user-level files other
-MCP clients keep by name (`--mcp-config claude|cursor|vscode`), so a user points at what
-they have. A client's name never reaches the working directory: a cloned repository's
-`.cursor/mcp.json` is its own file, read only once the folder is trusted (agent/config/trust.py)
-or when the user names it by its path.
+MCP clients keep by name (`--mcp-config claude|claude-code|cursor|vscode|windsurf|cline|
+zed|codex|gemini|goose|opencode`), each from the places that client documents, so a
+user points at what they have. A client's name never reaches the working directory: a
+cloned repository's `.cursor/mcp.json` is its own file, read only once the folder is
+trusted (agent/config/trust.py) or when the user names it by its path.
 
 Which value wins: the environment's OPENAI_* over a file's [llm] (`env_overrides`,
 `from_file`), one rule that the settings and the trust question (agent/config/trust.py) share.
@@ -37,13 +38,57 @@ WELL_KNOWN: dict[str, tuple[str, ...]] = {
         "~/Library/Application Support/Code/User/mcp.json",
         "$APPDATA/Code/User/mcp.json",
     ),
+    # Claude Code's user and per-folder ("local") servers: agent/config/clients.py
+    "claude-code": ("~/.claude.json",),
+    "windsurf": ("~/.codeium/windsurf/mcp_config.json",),
+    "cline": (  # the VS Code extension's file, then the Cline CLI's
+        "~/.config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+        "~/Library/Application Support/Code/User/globalStorage/saoudrizwan.claude-dev/"
+        "settings/cline_mcp_settings.json",
+        "$APPDATA/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+        "~/.cline/data/settings/cline_mcp_settings.json",
+    ),
+    "zed": (
+        "$XDG_CONFIG_HOME/zed/settings.json",
+        "~/.config/zed/settings.json",
+        "$APPDATA/Zed/settings.json",
+    ),
+    "codex": ("$CODEX_HOME/config.toml", "~/.codex/config.toml"),
+    "gemini": ("~/.gemini/settings.json",),
+    "goose": (
+        "$XDG_CONFIG_HOME/goose/config.yaml",
+        "~/.config/goose/config.yaml",
+        "$APPDATA/Block/goose/config/config.yaml",
+    ),
+    "opencode": (
+        "$OPENCODE_CONFIG",
+        "$XDG_CONFIG_HOME/opencode/opencode.json",
+        "$XDG_CONFIG_HOME/opencode/opencode.jsonc",
+        "~/.config/opencode/opencode.json",
+        "~/.config/opencode/opencode.jsonc",
+    ),
 }
 # Other clients' project files, read (once the folder is trusted) before our own
 # config/mcp.json, whose entry wins for a name in both.
 PROJECT_CLIENT_FILES = (".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json")
 # A client's project file, named in the error of `--mcp-config NAME` when only it exists.
-PROJECT_FILE_OF = {"cursor": ".cursor/mcp.json", "vscode": ".vscode/mcp.json"}
-ALIASES = {"claude-desktop": "claude", "code": "vscode", "vs-code": "vscode"}
+PROJECT_FILE_OF = {
+    "cursor": ".cursor/mcp.json",
+    "vscode": ".vscode/mcp.json",
+    "claude-code": ".mcp.json",
+}
+ALIASES = {
+    "claude-desktop": "claude",
+    "code": "vscode",
+    "vs-code": "vscode",
+    "claudecode": "claude-code",
+    "claude_code": "claude-code",
+    "gemini-cli": "gemini",
+    "codex-cli": "codex",
+    "roo": "cline",
+}
+# A variable that names a client's folder (or, for $OPENCODE_CONFIG, its file).
+_PLACE_VARS = ("$APPDATA", "$XDG_CONFIG_HOME", "$CODEX_HOME", "$OPENCODE_CONFIG")
 
 
 def user_config_dir(environ: Mapping[str, str]) -> Path | None:
@@ -58,26 +103,29 @@ def user_config_dir(environ: Mapping[str, str]) -> Path | None:
 
 
 def _place(pattern: str, environ: Mapping[str, str]) -> Path | None:
-    """A user-level place: under $HOME or $APPDATA (None when the environment has neither)."""
+    """A user-level place: under $HOME, or a folder a variable names ($APPDATA,
+    $XDG_CONFIG_HOME, $CODEX_HOME; None when the environment does not set it)."""
     if pattern.startswith("~/"):
         home = environ.get("HOME")
         return Path(home) / pattern[2:] if home else None
-    if pattern.startswith("$APPDATA/"):
-        appdata = environ.get("APPDATA")
-        return Path(appdata) / pattern[len("$APPDATA/") :] if appdata else None
+    for var in _PLACE_VARS:
+        if pattern == var or pattern.startswith(f"{var}/"):
+            base = environ.get(var[1:])
+            rest = pattern[len(var) + 1 :]
+            return (Path(base) / rest if rest else Path(base)) if base else None
     raise ValueError(f"not a user-level place: {pattern}")  # WELL_KNOWN holds only those
 
 
 def client_name(value: Path | str) -> str | None:
-    """The well-known client `--mcp-config` names (claude, cursor, vscode), or None (a path)."""
+    """The well-known client `--mcp-config` names (WELL_KNOWN's keys), or None (a path)."""
     text = str(value).lower()
     name = ALIASES.get(text, text)
     return name if name in WELL_KNOWN else None
 
 
 def find_mcp_config(value: Path | str, environ: Mapping[str, str]) -> Path:
-    """`--mcp-config`: a well-known client's user-level file by name (claude, cursor, vscode
-    and their aliases), or a path. A well-known name is always the name, whatever files the
+    """`--mcp-config`: a well-known client's user-level file by name (WELL_KNOWN's keys and
+    their aliases), or a path. A well-known name is always the name, whatever files the
     working directory holds: neither a folder's file called `claude` nor its
     `.cursor/mcp.json` can stand in for the user's own (those are reached by their path,
     `./claude`, `.cursor/mcp.json`, or through workspace trust)."""

@@ -24,7 +24,8 @@ from agent.common.errors import ConfigError
 from agent.common.private import private_folder
 from agent.common.redact import PATTERNS_ONLY, is_secret_name
 from agent.config.checks import check_keys, check_trust
-from agent.config.dialects import Dialects, declared_inputs
+from agent.config.clients import read_client_file, said_empty
+from agent.config.dialects import Dialects, InputUnavailable, declared_inputs, note
 from agent.config.settings import ServerConfig, Transport
 
 _TYPE_ALIASES: dict[str, Transport] = {
@@ -137,40 +138,46 @@ def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) ->
 
 
 def load_mcp_config(
-    path: Path, environ: Mapping[str, str], dialects: Dialects | None = None
+    path: Path,
+    environ: Mapping[str, str],
+    dialects: Dialects | None = None,
+    skipped: list[tuple[str, str]] | None = None,
 ) -> list[ServerConfig]:
-    """Read an mcpServers JSON file. Every problem is one ConfigError naming file and key.
+    """Read a servers file in any client's format. Every problem is one ConfigError naming
+    file and key.
 
-    Other clients' words (VS Code's inputs and ${workspaceFolder}, Cursor's envFile,
-    Windsurf's serverUrl, Cline's autoApprove) are read as those clients read them
-    (agent/config/dialects.py); `dialects` carries the workspace and who answers `${input:...}`.
+    Other clients' files (agent/config/clients.py) and their shared words (VS Code's
+    inputs and ${workspaceFolder}, Cursor's envFile, Windsurf's serverUrl, Cline's
+    autoApprove: agent/config/dialects.py) are read as those clients read them; `dialects`
+    carries the workspace and who answers `${input:...}`. With `skipped` given, an entry
+    that cannot be used in this run (an `${input:...}` nobody can be asked) is left out and
+    recorded there as (name, why) instead of ending the run.
     """
     dialects = dialects or Dialects(Path.cwd().resolve(), environ)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read mcp config ({exc.strerror})") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    # Claude Desktop / Cursor say "mcpServers"; VS Code's mcp.json says "servers".
-    key = (
-        "servers"
-        if isinstance(doc, dict) and "mcpServers" not in doc and "servers" in doc
-        else "mcpServers"
-    )
-    if not isinstance(doc, dict) or not isinstance(doc.get(key, {}), dict):
-        raise ConfigError(f"{path}: expected an object with an 'mcpServers' object")
-    if doc and key not in doc:
-        found = ", ".join(repr(k) for k in list(doc)[:5])
-        raise ConfigError(f"{path}: no 'mcpServers' object (found {found})")
-    warn_if_world_readable(path, literal_secrets(doc.get(key), "", key))
-    inputs = declared_inputs(doc, path)
+    found = read_client_file(path, text, dialects.workspace)
+    for line in found.notes:
+        note(line)
+    if not found.servers and found.client is not None:
+        note(said_empty(found, path))
+    key = found.key
+    warn_if_world_readable(path, literal_secrets(found.servers, "", key))
+    inputs = declared_inputs(found.doc, path)
     servers = []
-    for name, raw in doc.get(key, {}).items():
+    for name, raw in found.servers.items():
         where = f"{path}: {key}.{name}"
-        entry, secrets = dialects.entry(raw, inputs, where) if isinstance(raw, dict) else (raw, ())
+        try:
+            entry, secrets = (
+                dialects.entry(raw, inputs, where) if isinstance(raw, dict) else (raw, ())
+            )
+        except InputUnavailable as exc:
+            if skipped is None:
+                raise
+            skipped.append((name, str(exc)))
+            continue
         server = parse_server(name, entry, environ, where)
         servers.append(server.model_copy(update={"config_file": str(path), "secrets": secrets}))
     return servers

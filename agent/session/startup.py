@@ -219,10 +219,12 @@ def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> 
     redactor = settings.redactor(os.environ)
     if resume is None:
         meta = {"model": settings.llm.model, "servers": [s.name for s in settings.servers]}
+        meta["cwd"] = str(settings.workspace)  # `--resume` continues this folder's sessions
         return Loaded(Transcript.create(settings.state_dir, meta, redactor), [], [])
     # Read back what a request can carry (twice the window: trimming picks), not the file.
     window = settings.llm.context_window
-    loaded = load(find_session(settings.state_dir, resume), redactor, max_tokens=2 * window)
+    path = find_session(settings.state_dir, resume, settings.workspace)
+    loaded = load(path, redactor, max_tokens=2 * window)
     for warning in loaded.warnings:
         stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
     if not settings.ui.quiet:

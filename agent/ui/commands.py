@@ -39,6 +39,7 @@ from agent.ui.layout import Column, print_path, show_table
 from agent.ui.listings import find_tools
 from agent.ui.render import EventRenderer
 from agent.ui.safe import clean
+from agent.ui.sessions import show_sessions
 
 Handler = Callable[[str], Awaitable[bool | None]]
 Question = Callable[[str], Awaitable[str | None]]
@@ -142,7 +143,9 @@ class SlashCommands:
             Command("model", "show or set the model: /model [name]", self._model),
             Command("clear", "forget the conversation", self._clear),
             Command(
-                "compact", "summarise older turns into one message: /compact [focus]", self._compact
+                "compact",
+                "summarise all but the last turn into one message, now: /compact [focus]",
+                self._compact,
             ),
             Command("history", "show the conversation so far", self._history),
             Command("usage", "tokens and cost of the last turn and the session", self._usage),
@@ -154,6 +157,12 @@ class SlashCommands:
                 lambda: ["ask", "yes", "read-only", "save"],
             ),
             Command("save", "export the conversation as Markdown: /save [file.md]", self._save),
+            Command(
+                "sessions",
+                "this folder's saved sessions: /sessions [--all] (--all: every folder's)",
+                self._sessions,
+                lambda: ["--all"],
+            ),
             Command("undo", "restore the files the last turn changed (again: earlier)", self._undo),
             Command("redo", "re-apply the changes /undo took back", self._redo),
         )
@@ -366,6 +375,14 @@ class SlashCommands:
         if arg:
             self.agent.model.model = arg
         self.console.print(Text(f"model: {self.agent.model.model}"))
+
+    async def _sessions(self, arg: str) -> None:
+        if arg.strip() not in ("", "--all"):
+            self.console.print(Text("usage: /sessions [--all]", style="yellow"))
+            return
+        current = self.transcript.session_id if self.transcript is not None else None
+        state, here = self.settings.state_dir, self.settings.workspace
+        show_sessions(self.console, state, here, arg.strip() == "--all", current)
 
     async def _compact(self, arg: str) -> None:
         self.renderer.handle(await self.agent.compact(arg.strip()))

@@ -123,7 +123,9 @@ def test_a_killed_session_resumes_with_every_completed_turn(
         os.kill(_child_pid(pid), signal.SIGKILL)
         assert term.exit_code() == 128 + signal.SIGKILL
 
-        resumed = start(terminals, llm, workspace, "resumed", "--resume")
+        # By its ID: `--resume` alone at a terminal asks which (test_resume_by_folder.py).
+        [session] = (workspace.parent / "state" / "sessions").glob("*.jsonl")
+        resumed = start(terminals, llm, workspace, "resumed", "--resume", session.stem)
         assert re.search(r"resumed session \S+ \(4 messages\)", resumed.screen())
         resumed.type("and now?")
         resumed.wait_for(r"second answer")
