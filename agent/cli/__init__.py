@@ -1,7 +1,8 @@
-"""The command line: `run_mcp.py`'s flags and subcommands (`mcp`, `trust`, `--login`),
-the front ends built on an open session (the single-shot run and the REPL), and the one
-place exceptions become exit codes.
+"""The command line: `run_mcp.py`'s flags and subcommands (`mcp`, `trust`, `batch`,
+`--login`), the front ends built on an open session (the single-shot run, stream-json,
+the REPL, a batch), and the one place exceptions become exit codes.
 
 May import: every package below it (session, ui, apps, loop, extensions, tools, auth,
-model, config, common). Nothing imports it but `run_mcp.py`.
+model, config, common). Nothing imports it but `run_mcp.py` and agent.api (the Python
+API's keywords are `run`'s options).
 """

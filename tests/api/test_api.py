@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.api import ApprovalRequest, Result, ServerUnavailable, open_agent
+from agent.common.redact import MASK
 from agent.loop.events import RunFinished, ToolCallFinished
 from tests.support.cli import cli_env
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
@@ -60,7 +61,8 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 async def test_turns_share_one_session_and_ask_returns_the_typed_result(workspace: Path) -> None:
     (workspace / "notes.txt").write_text("hello\n")
-    script = [tool_calls(("local__read_file", {"path": "notes.txt"})), text("hello it says"),
+    script = [tool_calls(("local__read_file", {"path": "notes.txt"})),
+              text("hello it says, sk-api-secret"),
               text("you asked about notes.txt, sk-api-secret")]  # fmt: skip
     with ScriptedLLM(*script) as llm:
         async with open_agent(base_url=llm.base_url, max_steps=4) as agent:
@@ -69,7 +71,7 @@ async def test_turns_share_one_session_and_ask_returns_the_typed_result(workspac
             assert "local__read_file" in agent.tools
         llm.assert_complete()
     assert isinstance(first, Result) and first.status == "answered"
-    assert first.answer == "hello it says" and first.steps == 2
+    assert first.answer == f"hello it says, {MASK}" and first.steps == 2  # masked like -p
     [call] = first.tool_calls
     assert (call.server, call.tool, call.output, call.is_error) == ("local", "read_file",
                                                                     "hello\n", False)  # fmt: skip

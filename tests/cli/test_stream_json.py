@@ -148,6 +148,7 @@ def test_turns_from_stdin_share_one_session_and_bad_lines_are_error_lines(tmp_pa
         json.dumps({"type": "telepathy"}),
         user([{"type": "text", "text": "second"}, {"type": "text", "text": "question"}]),
         user([{"type": "image", "source": {}}]),
+        user("x" * (9 * 2**20)),  # past the 8 MiB a line may hold
     ]) + "\n"  # fmt: skip
     with ScriptedLLM(text("one"), text("two")) as llm:
         proc = run_cli(["--input-format", "stream-json", "--output", "stream-json"], tmp_path,
@@ -161,7 +162,8 @@ def test_turns_from_stdin_share_one_session_and_bad_lines_are_error_lines(tmp_pa
     assert len({line["session_id"] for line in [got[0], *results]}) == 1
     assert second == ["first question", "one", "second\nquestion"]  # one conversation
     errors = {line["line"]: line["error"] for line in got if line["type"] == "error"}
-    assert set(errors) == {2, 3, 4, 6}
+    assert set(errors) == {2, 3, 4, 6, 7}
+    assert "longer than 8 MiB: skipped" in errors[7]
     assert "blank" in errors[2] and "not JSON" in errors[3] and "'telepathy'" in errors[4]
     assert "only text blocks" in errors[6]
 
