@@ -25,7 +25,9 @@ from agent.config.files import (
     env_overrides,
     find_mcp_config,
     from_file,
+    user_config_dir,
 )
+from agent.config.sandbox import resolve as resolve_sandbox
 from agent.config.saved_approvals import load as load_approvals
 from agent.config.saved_approvals import with_saved as with_saved_approvals
 from agent.config.servers import (
@@ -38,6 +40,7 @@ from agent.config.servers import (
 from agent.config.settings import (
     AgentSettings,
     LLMSettings,
+    SandboxSettings,
     ServerConfig,
     Settings,
     TelemetrySettings,
@@ -73,12 +76,13 @@ def load_toml(path: Path) -> dict[str, Any]:
         "ui",
         "trust",
         "telemetry",
+        "sandbox",
         "registry",
     }  # [trust]: agent/config/trust.py; [registry]: agent/cli/mcp_command.py
     if unknown:
         raise ConfigError(
             f"{path}: unknown section [{sorted(unknown)[0]}] "
-            "(use [llm] [agent] [ui] [telemetry] [registry])"
+            "(use [llm] [agent] [ui] [telemetry] [sandbox] [registry])"
         )
     secrets = [k for name, table in doc.items() for k in literal_secrets(table, "", f"[{name}]")]
     warn_if_world_readable(path, secrets)
@@ -121,7 +125,13 @@ def _resolve_sections(
     overrides: dict[str, dict[str, Any]] = {"llm": dict(env_overrides(environ))}
     for name, values in flags.items():
         overrides.setdefault(name, {}).update({k: v for k, v in values.items() if v is not None})
-    sections: dict[str, dict[str, Any]] = {"llm": {}, "agent": {}, "ui": {}, "telemetry": {}}
+    sections: dict[str, dict[str, Any]] = {
+        "llm": {},
+        "agent": {},
+        "ui": {},
+        "telemetry": {},
+        "sandbox": {},
+    }
     for name, values in (load_toml(path) if path is not None else {}).items():
         if name in ("trust", "registry"):  # agent/config/trust.py; `mcp search` / `mcp add`
             continue
@@ -178,6 +188,7 @@ def build_settings(
         agent = AgentSettings(**sections["agent"])
         ui = UISettings(**sections["ui"])
         telemetry = TelemetrySettings(**sections["telemetry"])
+        sandbox = SandboxSettings(**sections["sandbox"])
     except ValidationError as exc:
         section = next(n for n, m in _SECTION_MODELS.items() if exc.title == m.__name__)
         raise ConfigError(validation_message(exc, f"{where}: [{section}]")) from None
@@ -194,11 +205,22 @@ def build_settings(
     enabled = [_with_roots(s, agent.roots, root) for s in servers if s.enabled]
     if not enabled:  # no server at all (or all switched off): the bundled one
         enabled.append(bundled_server(root))
+    enabled, sandbox_problem = resolve_sandbox(
+        enabled,
+        sandbox,
+        root=root,
+        environ=environ,
+        hide=[str(state_dir), *([str(user)] if (user := user_config_dir(environ)) else [])],
+        protect=[str(p) for p in ([path] if path else []) + mcp_paths],
+        bundled_main=str(BUNDLED_MAIN),
+    )
     return Settings(
         llm=llm,
         agent=agent,
         ui=ui,
         telemetry=telemetry,
+        sandbox=sandbox,
+        sandbox_problem=sandbox_problem,
         servers=tuple(enabled),
         state_dir=state_dir,
         workspace=root,
@@ -307,4 +329,5 @@ _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "agent": AgentSettings,
     "ui": UISettings,
     "telemetry": TelemetrySettings,
+    "sandbox": SandboxSettings,
 }

@@ -39,3 +39,37 @@ def check_trust(value: Any, where: str) -> None:
     raise ConfigError(
         f"{where}.trust: must be true, false or a list of tool names, not {type(value).__name__}"
     )
+
+
+SANDBOX_MODES = ("workspace-write", "read-only", "off")
+
+
+def sandbox_entry(value: Any, where: str) -> dict[str, Any] | None:
+    """A server's `"sandbox"` as the object ServerSandbox reads: true ([sandbox] mode),
+    false ("off"), a mode, or {"mode", "network", "write"}; anything else says what to
+    write (pydantic would read "yes" as a mode error naming a rule, and "true" as true)."""
+    key = f"{where}.sandbox"
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return {} if value else {"mode": "off"}
+    if isinstance(value, str):
+        if value not in SANDBOX_MODES:
+            raise ConfigError(f'{key}: "{value}" is not a mode (use {", ".join(SANDBOX_MODES)})')
+        return {"mode": value}
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f'{key}: write a mode ("workspace-write", "read-only", "off"), true, false, or '
+            '{"mode": ..., "network": false, "write": [folders]}'
+        )
+    check_keys(value, ("mode", "network", "write"), key)
+    if "mode" in value and value["mode"] not in SANDBOX_MODES:
+        raise ConfigError(
+            f"{key}.mode: {value['mode']!r} is not a mode (use {', '.join(SANDBOX_MODES)})"
+        )
+    if "network" in value and not isinstance(value["network"], bool):
+        raise ConfigError(f"{key}.network: must be true or false")
+    write = value.get("write", [])
+    if not isinstance(write, list) or not all(isinstance(p, str) and p for p in write):
+        raise ConfigError(f'{key}.write: must be a list of folders, e.g. ["~/.npm"]')
+    return dict(value)

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from agent.common.errors import ConfigError
 from agent.common.private import private_folder
 from agent.common.redact import PATTERNS_ONLY, is_secret_name
-from agent.config.checks import check_keys, check_trust
+from agent.config.checks import check_keys, check_trust, sandbox_entry
 from agent.config.clients import read_client_file, said_empty
 from agent.config.dialects import Dialects, InputUnavailable, declared_inputs, note
 from agent.config.settings import ServerConfig, Transport
@@ -100,7 +100,7 @@ _NOT_EXPANDED = _IGNORED_KEYS - {"type", "transport"}  # free text and lists we 
 
 
 def _entry_keys() -> frozenset[str]:
-    internal = {"name", "config_file", "secrets"}
+    internal = {"name", "config_file", "secrets", "policy"}
     return frozenset(set(ServerConfig.model_fields) - internal | _IGNORED_KEYS)
 
 
@@ -122,6 +122,8 @@ def parse_server(name: str, raw: Any, environ: Mapping[str, str], where: str) ->
         data = {k: v for k, v in data.items() if k not in ("type", "transport")}
     check_keys(raw, _ENTRY_KEYS, where)
     check_trust(data.get("trust"), where)
+    if "sandbox" in data:
+        data["sandbox"] = sandbox_entry(data["sandbox"], where)
     kind = infer_type(data, where)
     data = {k: v for k, v in data.items() if k not in _IGNORED_KEYS}
     if disabled:

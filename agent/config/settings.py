@@ -15,9 +15,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.common.redact import Redactor, header_secrets, is_secret_name
+from agent.common.sandbox import Policy
 from agent.config.login_files import stored_secrets
 
 Transport = Literal["stdio", "sse", "http", "openapi"]
+SandboxMode = Literal["workspace-write", "read-only", "off"]
 
 
 class _Frozen(BaseModel):
@@ -129,6 +131,32 @@ class OAuthConfig(_Frozen):
         return value
 
 
+class SandboxSettings(_Frozen):
+    """[sandbox]: what commands run under (bubblewrap, Linux; see docs/sandbox.md).
+
+    `mode` and `network` are the bundled server's shell's, and the default of a stdio
+    server whose entry says `"sandbox": true` (or of every stdio server, with `servers`).
+    `required`: refuse to start where bubblewrap cannot sandbox, instead of one warning.
+    """
+
+    mode: SandboxMode = "workspace-write"
+    network: bool = False
+    required: bool = False
+    # Stdio servers from config whose entry has no "sandbox" key: sandboxed under `mode`
+    # (true) or not (false: a server's own caches, e.g. ~/.npm, would be read-only).
+    servers: bool = False
+    write: tuple[str, ...] = ()  # more folders the shell may write (~ and relative allowed)
+
+
+class ServerSandbox(_Frozen):
+    """A stdio server's own `"sandbox"`: its mode (None: [sandbox] mode), its network
+    (None: [sandbox] network) and more folders it may write."""
+
+    mode: SandboxMode | None = None
+    network: bool | None = None
+    write: tuple[str, ...] = ()
+
+
 class ServerConfig(_Frozen):
     """One tool server, as declared in mcpServers or on the command line."""
 
@@ -159,6 +187,10 @@ class ServerConfig(_Frozen):
     roots: tuple[str, ...] | Literal[False] | None = None
     # Tools approved without asking: true (all of this server's), or the server's own names.
     trust: bool | tuple[str, ...] = False
+    # Its entry's "sandbox" (None: [sandbox] servers decides); build_settings resolves it
+    # into `policy`, what its process runs under (None: not sandboxed).
+    sandbox: ServerSandbox | None = None
+    policy: Policy | None = Field(default=None, exclude=True)
     # The mcpServers file this server was read from (/approve save keys its approvals by it).
     config_file: str | None = Field(default=None, exclude=True)
     # Secrets it holds that no key name says are secret (a masked `${input:...}` answer).
@@ -209,6 +241,10 @@ class Settings(_Frozen):
     agent: AgentSettings = AgentSettings()
     ui: UISettings = UISettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    # Why commands run unsandboxed though the settings ask for a sandbox (no bwrap, no
+    # user namespaces); None: it works, or nothing asked for it.
+    sandbox_problem: str | None = None
     servers: tuple[ServerConfig, ...] = ()
     state_dir: Path = Path(".")
     workspace: Path = Path(".")

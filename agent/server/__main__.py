@@ -16,6 +16,7 @@ if not __package__:  # run as a file (`python -P .../agent/server/__main__.py`):
     if _ROOT not in sys.path:
         sys.path.insert(0, _ROOT)
 
+from agent.common.sandbox import Policy
 from agent.server.app import build_server
 
 TRANSPORTS = ("http", "sse", "stdio")  # http is the SDK's "streamable-http"
@@ -30,9 +31,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="sse/http bind address")
     parser.add_argument("--port", type=int, default=8000, help="sse/http port")
     parser.add_argument("--root", default=".", help="workspace root for the file tools and bash")
+    parser.add_argument(
+        "--sandbox",
+        metavar="JSON",
+        help="what bash runs under (bubblewrap): the policy the agent passes, see docs/sandbox.md",
+    )
     args = parser.parse_args(argv)
     try:
-        server = build_server(args.root)
+        sandbox = Policy.from_json(args.sandbox) if args.sandbox else None
+        server = build_server(args.root, sandbox)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

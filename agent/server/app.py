@@ -3,6 +3,11 @@
 Read-only tools (read_file, list_dir, search_files, get_current_time) run without asking;
 bash, write_file and edit_file change things and are asked about. Errors the model can fix
 are raised as ToolError so their text reaches it (MCPServer hides other exceptions' text).
+
+bash runs under the sandbox policy the agent passes (`--sandbox`, agent/common/sandbox.py).
+A command the sandbox stopped is offered once to the user (an elicitation: the person at
+the agent's terminal answers, never the model) with the access it lacked; otherwise the
+model is told what was denied and that the user may widen it.
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ from typing import Annotated, BinaryIO, TypedDict
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from agent import __version__
-from agent.server.shell import run_bash
+from agent.common.sandbox import Denial, Policy, explain, find_denial
+from agent.server.shell import ShellResult, run_bash
 from agent.server.workspace import Workspace
 
 OUTPUT_CAP = 100_000  # bytes of bash output kept (head + tail)
@@ -49,8 +55,13 @@ class CurrentTime(TypedDict):
     datetime: str
 
 
-def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
-    """The server with its tools bound to one workspace root."""
+class _Retry(BaseModel):
+    """The one-off retry question: nothing to fill in, only yes or no."""
+
+
+def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = None) -> MCPServer:
+    """The server with its tools bound to one workspace root; `sandbox`: what bash runs
+    under (None: unsandboxed)."""
     ws = Workspace.at(root)
     server = MCPServer(
         "agent-local",
@@ -75,16 +86,20 @@ def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
         timeout: Annotated[
             float, Field(description="Seconds before the command is killed.", gt=0)
         ] = 30,
+        ctx: Context | None = None,
     ) -> str:
         """Run a shell command; returns its combined stdout and stderr and the exit code."""
         limit = min(timeout, MAX_BASH_TIMEOUT)
-        result = await run_bash(command, ws.root, limit, OUTPUT_CAP)
+        result = await run_bash(command, ws.root, limit, OUTPUT_CAP, sandbox)
+        note = ""
+        if sandbox is not None and not result.timed_out:
+            result, note = await _after_sandbox(ctx, command, result, sandbox, ws.root, limit)
         if result.timed_out:
             raise ToolError(
                 f"the command timed out after {limit:g} s; it was killed with every process it "
                 f"started. Output so far:\n{result.output or '(none)'}"
             )
-        return f"{result.output.rstrip()}\n[exit code {result.exit_code}]".lstrip()
+        return f"{result.output.rstrip()}\n[exit code {result.exit_code}]\n{note}".strip()
 
     @server.tool(title="Read a file", annotations=READ_ONLY, structured_output=False)
     async def read_file(
@@ -217,6 +232,63 @@ def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
         return {"timezone": name, "datetime": datetime.now(zone).isoformat(timespec="seconds")}
 
     return server
+
+
+async def _after_sandbox(
+    ctx: Context | None, command: str, result: ShellResult, policy: Policy, root: Path, limit: float
+) -> tuple[ShellResult, str]:
+    """A result the sandbox stopped: run once more if the user allows the access it lacked,
+    with a note for the model either way ("": the sandbox did not stop it)."""
+    denial = find_denial(result.output, result.exit_code, policy, str(root))
+    if denial is None:
+        return result, ""
+    wider = _wider(policy, denial)
+    if wider is None:
+        return result, explain(denial, policy, asked="It cannot be allowed from here.")
+    if not await _allowed_once(ctx, command, denial, wider):
+        asked = "The user did not allow it (or could not be asked)."
+        return result, explain(denial, policy, asked=asked)
+    again = await run_bash(command, root, limit, OUTPUT_CAP, wider)
+    return again, (
+        f"[sandbox: the first run was denied {denial.words()}; the user allowed it once "
+        f"({wider.summary()}) and this is the second run's output]"
+    )
+
+
+def _wider(policy: Policy, denial: Denial) -> Policy | None:
+    """The policy that would have let the command through (None: only hidden secrets were
+    denied, which are never offered). A write whose path could not be told needs writes
+    everywhere: the sandbox off for that one run."""
+    if not (denial.write or denial.network):
+        return None
+    needs = denial.needs()
+    if "/" in needs:
+        return Policy(mode="off", workspace=policy.workspace)
+    return policy.widened(needs, network=denial.network)
+
+
+async def _allowed_once(ctx: Context | None, command: str, denial: Denial, wider: Policy) -> bool:
+    """Ask the person at the agent's terminal (an elicitation) whether to run `command`
+    once more with `wider`. No client that can ask, or any failure to ask, is a no."""
+    if ctx is None:
+        return False
+    shown = command if len(command) <= 500 else f"{command[:250]} … {command[-250:]}"
+    grant = []
+    if denial.write:
+        needs = denial.needs()
+        grant.append("no sandbox" if "/" in needs else f"write access to {', '.join(needs)}")
+    if denial.network:
+        grant.append("the network")
+    message = (
+        f"The sandbox stopped this command (it was denied {denial.words()}):\n  {shown}\n"
+        f"Run it once more with {' and '.join(grant)}? Only this run; [sandbox] in "
+        "config.toml widens it for good."
+    )
+    try:
+        answer = await ctx.elicit(message, _Retry)
+    except Exception:  # no elicitation (a script, or a client without it): not allowed
+        return False
+    return answer.action == "accept"
 
 
 def _open_regular(target: Path, shown: str) -> BinaryIO:

@@ -1,7 +1,9 @@
 """`bash` for the model: a child in its own process group, killed whole on timeout or cancel.
 
 `sleep 100 | cat` or a forked daemon would outlive a plain kill of the shell; killing the
-group is what makes a timeout or a Ctrl-C in the agent actually stop the work.
+group is what makes a timeout or a Ctrl-C in the agent actually stop the work. Under a
+sandbox policy the shell runs inside bubblewrap (agent/common/sandbox.py); bwrap is then
+the group's leader, and its own pid namespace ends with it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
+
+from agent.common.sandbox import Policy, bwrap_argv
 
 READ_CHUNK = 65536
 PIPE_GRACE = 0.3  # after the shell exits, how long background jobs may hold the pipe open
@@ -56,9 +60,12 @@ class _CappedBuffer:
         return f"{head}\n[… {self.dropped} bytes of output cut …]\n{tail}"
 
 
-async def run_bash(command: str, cwd: Path, timeout: float, cap: int) -> ShellResult:
+async def run_bash(
+    command: str, cwd: Path, timeout: float, cap: int, sandbox: Policy | None = None
+) -> ShellResult:
+    argv = ["/bin/bash", "-c", command]
     process = await anyio.open_process(
-        ["/bin/bash", "-c", command],
+        bwrap_argv(sandbox, argv, str(cwd)) if sandbox is not None else argv,
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

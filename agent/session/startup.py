@@ -28,6 +28,7 @@ from agent.common.checkpoints import Checkpoints
 from agent.common.errors import ConfigError
 from agent.common.memory import Memory, describe_environment
 from agent.common.transcript import Loaded, Transcript, find_session, load
+from agent.config.sandbox import unsandboxed_warning
 from agent.config.settings import Settings
 from agent.extensions.hook_files import HookSet
 from agent.extensions.skills import Skills, merged_tools, open_skills
@@ -395,6 +396,9 @@ def prepare_session(
 ) -> Prepared:
     """`notices`: where 'resumed session …' goes (the REPL's screen, or stderr)."""
     settings = with_local_server(settings, stderr)
+    if settings.sandbox_problem is not None:  # one line; the run goes on unsandboxed
+        said = f"warning: {unsandboxed_warning(settings.sandbox_problem)}"
+        stderr.print(said, markup=False, highlight=False, style="yellow")
     model = make_model(settings)
     hookset = read_hooks(settings, stderr)
     saved = open_transcript(settings, resume, notices)

@@ -21,6 +21,7 @@ from agent.config.server_env import server_env
 from agent.config.settings import ServerConfig
 from agent.tools.mcp_stdio import StopGrace, ToolCap, stdio_transport
 from agent.tools.prestart import Prestarted
+from agent.tools.sandbox import launch_argv
 from agent.tools.server_errors import ConnectProblem
 from agent.tools.server_log import ServerLog
 
@@ -56,9 +57,10 @@ async def open_stdio(opening: Opening, stack: contextlib.AsyncExitStack) -> Any:
     cfg = opening.config
     if cfg.cwd and not await anyio.Path(cfg.cwd).is_dir():
         raise ConnectProblem(f"working directory not found: {cfg.cwd} (check 'cwd')")
+    command, *args = launch_argv(cfg)  # in bwrap when it is sandboxed (agent/tools/sandbox.py)
     params = StdioServerParameters(
-        command=cfg.command or "",
-        args=list(cfg.args),
+        command=command,
+        args=args,
         env=server_env(cfg.env, opening.environ),
         cwd=cfg.cwd,
         # One bad byte on stdout would otherwise stall the connection for good.

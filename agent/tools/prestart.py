@@ -26,6 +26,7 @@ import anyio.lowlevel
 from agent.common.signals import signals_held
 from agent.config.server_env import server_env
 from agent.config.settings import ServerConfig
+from agent.tools.sandbox import launch_argv
 
 STOP_GRACE = 0.5  # seconds between SIGTERM to a server's group and SIGKILL
 
@@ -61,7 +62,7 @@ class Prestarts:
 
 
 def _argv(config: ServerConfig) -> tuple[str, ...]:
-    return (config.command or "", *config.args)
+    return launch_argv(config)  # in its sandbox, when it has one
 
 
 def prestart(servers: Iterable[ServerConfig], environ: Mapping[str, str]) -> Prestarts:

@@ -27,7 +27,12 @@ BUSY = "echo $PPID $$ > ready.fifo; exec sleep 300"
 
 def start_agent(tmp_path: Path, base_url: str, *args: str) -> subprocess.Popen[str]:
     env = cli_env(tmp_path, base_url, "sk-e2e")
-    return start_cli(list(args), tmp_path, env, stdin_pipe="-i" in args)
+    # The shell reports its pids with $PPID and $$, which a sandbox's own pid namespace
+    # would renumber: these run unsandboxed (tests/server/test_shell_sandbox.py stops a
+    # sandboxed command the same way).
+    settings = tmp_path / "no-sandbox.toml"
+    settings.write_text('[sandbox]\nmode = "off"\n')
+    return start_cli(["--config", str(settings), *args], tmp_path, env, stdin_pipe="-i" in args)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,307 @@
+"""Running a command under bubblewrap: the policy, its `bwrap` command line, whether bwrap
+works here, and what a sandboxed command's failure says about what the sandbox denied.
+
+Shared by the bundled server (its shell wraps each command) and the agent (it wraps the
+command line of a stdio server from config), so it sits in common: the bundled server may
+import nothing else. The policy is data (JSON on the bundled server's command line), and
+the bwrap line is built from it in one place, so both get the same mounts in the same
+order: the root read-only, then what may be written, then what stays read-only inside
+that (`.git`, the agent's own config), then the secrets hidden, last so nothing re-exposes
+them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+Mode = Literal["read-only", "workspace-write", "off"]
+MODES: tuple[str, ...] = ("workspace-write", "read-only", "off")
+PROBE_TIMEOUT = 10.0  # seconds for `bwrap ... true` to say whether namespaces work
+# Secrets a sandboxed command never sees, relative to the home folder: keys, cloud and
+# registry credentials, tokens of tools that log in. A folder becomes empty, a file empty.
+HIDDEN_IN_HOME: tuple[str, ...] = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".config/gh",
+    ".config/hub",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials.toml",
+    ".config/mcp-agent",
+    ".local/state/mcp-agent",
+    ".password-store",
+    ".vault-token",
+)
+# In the workspace, read-only even where the workspace is writable: git's own store (a hook
+# written there runs at the user's next commit) and the files that start servers, hooks and
+# skills at the agent's next start.
+PROTECTED_IN_WORKSPACE: tuple[str, ...] = (
+    ".git",
+    "config",
+    ".mcp.json",
+    ".cursor",
+    ".vscode",
+    ".claude",
+    ".gemini",
+    ".codex",
+    ".agents",
+)
+_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# What a failure says when the sandbox stopped it (in C's, Python's and Node's words).
+_READ_ONLY = re.compile(r"Read-only file system|\bEROFS\b")
+_NETWORK = re.compile(
+    r"Network is unreachable|ENETUNREACH|Temporary failure in name resolution|EAI_AGAIN"
+    r"|Could not resolve host|Name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)"
+    r"|No address associated with hostname|Could not resolve proxy|Resolving timed out"
+)
+# A quoted path, the word before ": Read-only" (bash's `bash: x: Read-only file system`),
+# or a bare path starting with / or ~/.
+_PATH = re.compile(
+    r"""['"‘`]([^'"’`\n]+)['"’`]|([^\s:'"‘’`]+): Read-only|(?<![\w.~/])(~?/[^\s:'"’`,)]*)"""
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a sandboxed command may do. Paths are absolute; `write` adds to the workspace
+    (workspace-write) or stands alone (read-only); `read_only` applies inside what may be
+    written; `hidden` are replaced by an empty folder or file."""
+
+    mode: Mode = "workspace-write"
+    network: bool = False
+    workspace: str = "/"
+    write: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+    bwrap: str = "bwrap"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Policy:
+        """The policy the agent passed on the command line; a ValueError says what is wrong."""
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("mode") not in MODES:
+            raise ValueError(f"--sandbox: mode must be one of {', '.join(MODES)}")
+        lists = {
+            k: tuple(str(p) for p in data.get(k, ())) for k in ("write", "read_only", "hidden")
+        }
+        return cls(
+            mode=data["mode"],
+            network=bool(data.get("network", False)),
+            workspace=str(data.get("workspace", "/")),
+            bwrap=str(data.get("bwrap", "bwrap")),
+            **lists,
+        )
+
+    def writable(self) -> tuple[str, ...]:
+        """Every folder or file a command may change (temp included)."""
+        if self.mode == "off":
+            return ("/",)
+        base = (self.workspace, *_temp_dirs()) if self.mode == "workspace-write" else ()
+        return _unique((*base, *self.write))
+
+    def widened(self, write: Iterable[str] = (), network: bool = False) -> Policy:
+        """This policy with `write` writable too (a protected folder they fall in is no
+        longer protected) and, if asked, the network on: a one-off retry's policy."""
+        extra = tuple(write)
+        kept = tuple(r for r in self.read_only if not any(_inside(w, r) for w in extra))
+        return replace(
+            self,
+            write=_unique((*self.write, *extra)),
+            read_only=kept,
+            network=self.network or network,
+        )
+
+    def summary(self) -> str:
+        """One line for people and the model: what may be written, and the network."""
+        if self.mode == "off":
+            return "off (no sandbox)"
+        where = "the workspace and temp folders" if self.mode == "workspace-write" else "nothing"
+        if self.write:
+            where += " and " + ", ".join(self.write)
+        net = "network on" if self.network else "no network"
+        return f"{self.mode}: writes {where}; {net}"
+
+
+def bwrap_argv(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str]:
+    """`argv` run under `policy` (unchanged when the mode is off)."""
+    if policy.mode == "off":
+        return list(argv)
+    line = [policy.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+    line += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if policy.mode == "read-only":
+        line += ["--tmpfs", "/tmp"]  # private and thrown away: tools that need scratch space
+    for path in policy.writable():
+        if os.path.exists(path):
+            line += ["--bind", path, path]
+    for path in policy.read_only:
+        if os.path.exists(path):
+            line += ["--ro-bind", path, path]
+    for path in policy.hidden:
+        if os.path.isdir(path) and not os.path.islink(path):
+            line += ["--tmpfs", path]
+        elif os.path.isfile(path):
+            line += ["--ro-bind", "/dev/null", path]
+    if not policy.network:
+        line.append("--unshare-net")
+    if cwd is not None:
+        line += ["--chdir", cwd]
+    return [*line, "--", *argv]
+
+
+@functools.cache
+def unavailable(path_var: str | None = None) -> str | None:
+    """Why bubblewrap cannot sandbox here (None: it can). `path_var` is the PATH to look
+    in (the process's own by default); the answer is kept per PATH, the probe runs once."""
+    found = shutil.which("bwrap", path=path_var)
+    if found is None:
+        return "bubblewrap (bwrap) is not on PATH: install the bubblewrap package"
+    probe = [found, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc"]
+    probe += ["--unshare-net", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=PROBE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap did not run ({exc})"
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return (
+            f"bwrap cannot create namespaces here ({said[-1] if said else 'no message'}): "
+            "user namespaces may be off (sysctl kernel.unprivileged_userns_clone)"
+        )
+    return None
+
+
+def bwrap_path(path_var: str | None = None) -> str:
+    """Where bwrap is (call after `unavailable` said it works)."""
+    return shutil.which("bwrap", path=path_var) or "bwrap"
+
+
+def hidden_paths(home: Path, extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The secrets to hide: HIDDEN_IN_HOME under `home`, and `extra` (the state folder)."""
+    return _unique((*(str(home / p) for p in HIDDEN_IN_HOME), *extra))
+
+
+def protected_paths(workspace: Path, extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """What stays read-only inside a writable workspace, and `extra` (config files)."""
+    return _unique((*(str(workspace / p) for p in PROTECTED_IN_WORKSPACE), *extra))
+
+
+@dataclass(frozen=True)
+class Denial:
+    """What a sandboxed command's failure shows the sandbox denied."""
+
+    write: tuple[str, ...] = ()  # the paths it could not write (as absolute paths)
+    network: bool = False
+    hidden: tuple[str, ...] = field(default=())  # secrets it looked for and did not find
+
+    def needs(self) -> tuple[str, ...]:
+        """Where write access would have to be granted: each path, or for one that does not
+        exist, the nearest folder that does (a new file needs its folder writable)."""
+        return _unique(_existing(p) for p in self.write)
+
+    def words(self) -> str:
+        """What was denied, for people and the model."""
+        parts = []
+        if self.write:
+            parts.append(f"writing {', '.join(self.write)}")
+        if self.network:
+            parts.append("the network")
+        if self.hidden:
+            parts.append(f"reading {', '.join(self.hidden)} (hidden: it holds secrets)")
+        return " and ".join(parts)
+
+
+def find_denial(output: str, exit_code: int | None, policy: Policy, cwd: str) -> Denial | None:
+    """The denial a failed command's output shows, or None when the sandbox is not why it
+    failed (a success, or a failure that names nothing the sandbox holds back)."""
+    if policy.mode == "off" or exit_code in (0, None):
+        return None
+    writes: list[str] = []
+    for line in output.splitlines():
+        if _READ_ONLY.search(line):
+            writes += [p for p in _paths(line, cwd) if not _allowed(p, policy)]
+    ro_failed = any(_READ_ONLY.search(line) for line in output.splitlines())
+    if ro_failed and not writes:  # it said read-only and named no path we can tell
+        writes = ["/"]
+    network = not policy.network and bool(_NETWORK.search(output))
+    hidden = tuple(h for h in policy.hidden if os.path.exists(h) and _mentions(output, h))
+    if not (writes or network or hidden):
+        return None
+    return Denial(write=_unique(writes), network=network, hidden=hidden)
+
+
+def explain(denial: Denial, policy: Policy, *, asked: str) -> str:
+    """The note the model gets under a command the sandbox stopped. `asked` says what came
+    of offering the user a one-off retry with the access it needed."""
+    return (
+        f"[sandbox: this command ran sandboxed ({policy.summary()}; .git and the agent's "
+        f"config read-only; secrets hidden) and the sandbox denied {denial.words()}. "
+        f"{asked} Do not try to get around the sandbox: if the task needs this access, say "
+        "so to the user, who can allow it once when asked or widen the sandbox ([sandbox] "
+        "in config.toml: mode, network).]"
+    )
+
+
+def _paths(line: str, cwd: str) -> list[str]:
+    """Absolute paths named in one line of an error message: the quoted ones if any, else
+    the word before ": Read-only", else bare paths (`bash: line 1: /x: Read-only ...` names
+    the shell first)."""
+    kinds: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for match in _PATH.findall(line):
+        for kind, text in zip(kinds, match, strict=True):
+            if text.strip():
+                kind.append(text.strip())
+    chosen = next((kind for kind in kinds if kind), [])
+    return [os.path.normpath(os.path.join(cwd, os.path.expanduser(t))) for t in chosen]
+
+
+def _allowed(path: str, policy: Policy) -> bool:
+    """Whether `path` was writable under `policy` (then the failure is not the sandbox's)."""
+    if any(_inside(path, r) for r in policy.read_only):
+        return False
+    return any(_inside(path, w) for w in policy.writable())
+
+
+def _mentions(output: str, path: str) -> bool:
+    home = os.path.expanduser("~")
+    short = "~" + path[len(home) :] if path.startswith(home + "/") else None
+    return path in output or (short is not None and short in output)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _existing(path: str) -> str:
+    current = Path(path)
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return str(current)
+
+
+def _temp_dirs(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    env = os.environ if environ is None else environ
+    extra = (env["TMPDIR"],) if env.get("TMPDIR") else ()
+    return _unique((*_TEMP_DIRS, *extra))
+
+
+def _unique(paths: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(paths))

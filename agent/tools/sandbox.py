@@ -1,0 +1,50 @@
+"""A stdio server's command line under its sandbox, and what each server runs under.
+
+The policy is decided with the settings (agent/config/sandbox.py); here it becomes the
+command that is spawned: `bwrap ... -- command args`. The prestart (agent/tools/prestart.py)
+and the connection (agent/tools/mcp_transports.py) both take it from `launch_argv`, so the
+connection adopts a prestarted server only when it runs under the same sandbox.
+"""
+
+from __future__ import annotations
+
+from agent.common.sandbox import Policy, bwrap_argv
+from agent.config.sandbox import SANDBOX_FLAG
+from agent.config.settings import ServerConfig
+
+
+def launch_argv(config: ServerConfig) -> tuple[str, ...]:
+    """The command line that starts `config`'s process (wrapped in bwrap when sandboxed)."""
+    argv = [config.command or "", *config.args]
+    if config.policy is None:
+        return tuple(argv)
+    return tuple(bwrap_argv(config.policy, argv))
+
+
+def shell_policy(config: ServerConfig) -> Policy | None:
+    """The bundled server's shell's policy, as passed on its command line."""
+    args = list(config.args)
+    if SANDBOX_FLAG not in args[:-1]:
+        return None
+    try:
+        return Policy.from_json(args[args.index(SANDBOX_FLAG) + 1])
+    except ValueError:
+        return None
+
+
+def runs_under(config: ServerConfig, problem: str | None = None) -> str:
+    """What `config` runs under, in a few words: for /servers and /sandbox. `problem`:
+    why bubblewrap cannot sandbox in this run (then nothing is)."""
+    if config.type not in ("stdio",):
+        return "remote (runs elsewhere)"
+    if config.policy is not None:
+        return config.policy.summary()
+    if (shell := shell_policy(config)) is not None:
+        return f"shell {shell.summary()}"
+    if problem is not None and (config.sandbox is not None or _bundled(config)):
+        return "off (bubblewrap unavailable)"
+    return "off"
+
+
+def _bundled(config: ServerConfig) -> bool:
+    return any(a.endswith("agent/server/__main__.py") for a in config.args)
