@@ -267,6 +267,7 @@ def run(
         typer.Option(
             "--allowed-tools",
             "--allowedTools",
+            metavar="PATTERNS",
             help="Tools that run without asking, also in -p (repeatable; patterns such as "
             "local__bash, 'db__*' or Claude Code's mcp__db__query, comma- or space-separated).",
         ),
@@ -276,6 +277,7 @@ def run(
         typer.Option(
             "--disallowed-tools",
             "--disallowedTools",
+            metavar="PATTERNS",
             help="Tools that never run and are not offered to the model (patterns as for "
             "--allowed-tools; wins over it, --yes and trust).",
         ),
