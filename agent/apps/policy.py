@@ -121,7 +121,13 @@ def _address_refused(text: str) -> str | None:
 
 
 def content_security_policy(ui: Mapping[str, Any]) -> str:
-    """The view's CSP: the spec's restrictive default plus the declared origins."""
+    """The view's CSP: the spec's restrictive default plus the declared origins.
+
+    Beyond the spec's list, what the page makes itself, as the reference host
+    (ext-apps' basic-host) allows: `blob:` workers, images, fonts and media. PDF.js and
+    map libraries start their worker from a blob; a blob holds only what the page already
+    has, and a worker inherits this policy (its connect-src included), so nothing new can
+    reach out. Declared resource origins may serve workers, as they may serve scripts."""
     csp = ui.get("csp")
     csp = csp if isinstance(csp, Mapping) else {}
     res = " ".join(origins(csp, "resourceDomains"))
@@ -133,9 +139,10 @@ def content_security_policy(ui: Mapping[str, Any]) -> str:
         "default-src 'none'",
         f"script-src 'self' 'unsafe-inline'{extra}",
         f"style-src 'self' 'unsafe-inline'{extra}",
-        f"img-src 'self' data:{extra}",
-        f"font-src 'self' data:{extra}",
-        f"media-src 'self' data:{extra}",
+        f"img-src 'self' data: blob:{extra}",
+        f"font-src 'self' data: blob:{extra}",
+        f"media-src 'self' data: blob:{extra}",
+        f"worker-src 'self' blob:{extra}",
         f"connect-src {connect}",
         f"frame-src {frames}",
         f"base-uri {base}",

@@ -22,7 +22,8 @@ def test_no_metadata_gets_the_specs_restrictive_default() -> None:
     policy = directives(content_security_policy({}))
     assert policy["default-src"] == "'none'"
     assert policy["script-src"] == "'self' 'unsafe-inline'"
-    assert policy["img-src"] == "'self' data:"
+    assert policy["img-src"] == "'self' data: blob:"
+    assert policy["worker-src"] == "'self' blob:"  # PDF.js starts its worker from a blob
     assert policy["connect-src"] == "'none'"
     assert policy["frame-src"] == "'none'"
     assert policy["base-uri"] == "'self'"

@@ -1,0 +1,61 @@
+"""MCP Apps as people use them (issue 32 #7), in Debian's chromium through `run_mcp.py -i`.
+
+The reference PDF viewer starts its PDF.js worker from a `blob:` URL; the page of these
+tests (tests/support/apps_page_server.py) does the same, and its worker, which inherits the
+page's policy, still reaches nothing the page may not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.apps.test_apps_browser import URL, ReplProcess, app_frame, browser
+from tests.apps.test_apps_isolation import local_service, page_server
+from tests.support.cli import mcp_json
+from tests.support.fake_llm import ScriptedLLM
+
+__all__ = ["browser"]  # the shared fixture
+pytestmark = pytest.mark.slow
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+
+STARTS_A_BLOB_WORKER = """
+initialized.then(() => {
+  const code = `postMessage("worker " + (20 + 1));
+    fetch("LOCAL").then(() => postMessage("reached"), () => postMessage("blocked"));`;
+  const blob = new Blob([code], {type: "text/javascript"});
+  try {
+    const worker = new Worker(URL.createObjectURL(blob));
+    worker.onmessage = (event) => show(event.data === "worker 21" ? "worker" : "fetch", event.data);
+    worker.onerror = () => show("worker", "refused");
+  } catch (error) {
+    show("worker", "refused: " + error);
+  }
+});
+"""
+
+
+def test_a_page_starts_its_worker_from_a_blob_and_the_worker_keeps_the_page_s_policy(
+    tmp_path: Path, browser: Any
+) -> None:
+    with local_service() as (local, hosts):
+        script = STARTS_A_BLOB_WORKER.replace("LOCAL", local)
+        config = mcp_json(tmp_path, {"viewer": page_server(tmp_path, "viewer", script)})
+        with ScriptedLLM() as llm:
+            repl = ReplProcess(config, tmp_path, llm.base_url)
+            try:
+                repl.send("/app viewer__show")
+                page = browser.new_page()
+                page.goto(repl.wait_for(URL)["url"])
+                app = app_frame(page)
+                expect(app.locator("#worker")).to_have_text("worker 21")
+                expect(app.locator("#fetch")).to_have_text("blocked")  # connect-src 'none'
+                page.close()
+                code, _ = repl.finish()
+            finally:
+                repl.kill()
+    assert code == 0, "\n".join(repl.seen)
+    assert hosts == []
