@@ -22,7 +22,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the repo, first
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench import compaction, flood, measures, scale, tasks_bench, telemetry  # noqa: E402
+from bench import (  # noqa: E402
+    batch_bench,
+    compaction,
+    flood,
+    measures,
+    scale,
+    snapshots,
+    tasks_bench,
+    telemetry,
+)
 from bench.measures import Comparison, Row  # noqa: E402
 
 DEFAULT_JSON = REPO_ROOT / "bench" / "results.json"
@@ -159,6 +168,8 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     )
     rows += attempt("task_overhead", lambda: tasks_bench.task_overhead(smoke))
     rows += attempt("modern_connect", lambda: tasks_bench.modern_connect(1 if smoke else 3))
+    rows += attempt("batch_parallel", lambda: batch_bench.batch_vs_sequential(smoke))
+    rows += attempt("snapshots", lambda: snapshots.snapshot_cost(smoke))
     comparisons: list[Comparison] = []
     try:
         comparisons.append(measures.fast_agent(state["startup"], 3, smoke))

@@ -45,6 +45,9 @@ MEASUREMENTS = {
     "task_overhead",
     "modern_connect",
     "compaction_tokens",
+    "snapshot_first",
+    "snapshot_second",
+    "batch_parallel",
 }
 COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
 

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 RACY_NS = 50_000_000  # a file changed this close to the last snapshot is read again
 COARSE_RACY_NS = 2_000_000_000  # on filesystems with whole-second times (FAT, some NFS)
 GIT_TIMEOUT = 10.0
@@ -96,6 +97,8 @@ class SnapshotStore:
         self.caps = caps or DEFAULT_CAPS
         self.objects = folder / "objects"
         self.manifests = folder / "manifests"
+        self._fanout: set[str] = set()  # object folders known to exist
+        self._root, self._objects = str(self.root), str(self.objects)  # for the hot paths
         # The agent's own folders (the state folder, the sessions folder holding this
         # store) when they sit inside the workspace: relative prefixes never copied.
         self._excluded = tuple(
@@ -146,6 +149,11 @@ class SnapshotStore:
             elif (state := self._store(path, st)) is not None:
                 manifest.files[path] = state
                 budget -= st.st_size
+        if previous is not None and _same_manifest(manifest, previous):
+            # Nothing changed: no new manifest to write or keep. Every stat it holds was
+            # seen again now, so the racy rule may count from this snapshot's start.
+            previous.taken_ns = started
+            return previous
         self._save(manifest)
         return manifest
 
@@ -173,26 +181,30 @@ class SnapshotStore:
         by a symlink to elsewhere is not followed)."""
         parent = path.rpartition("/")[0]
         if parent not in dirs_ok:
-            real = os.path.realpath(self.root / parent)
-            dirs_ok[parent] = real == str(self.root) or real.startswith(str(self.root) + os.sep)
+            real = os.path.realpath(os.path.join(self._root, parent))
+            dirs_ok[parent] = real == self._root or real.startswith(self._root + os.sep)
         if not dirs_ok[parent]:
             return None
         try:
-            return os.lstat(self.root / path)
+            return os.lstat(os.path.join(self._root, path))
         except OSError:
             return None
 
     def _store(self, path: str, st: os.stat_result) -> FileState | None:
         """Read the file once (not through a symlink), hash it, copy it in if new."""
         try:
-            fd = os.open(self.root / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(os.path.join(self._root, path), READ_FLAGS)
         except OSError:
             return None
-        with os.fdopen(fd, "rb") as fh:
-            after = os.fstat(fh.fileno())
-            if not stat.S_ISREG(after.st_mode):
+        try:
+            after = os.fstat(fd)
+            if not stat.S_ISREG(after.st_mode) or after.st_size > self.caps.max_file_bytes:
                 return None
-            data = fh.read(self.caps.max_file_bytes + 1)
+            data = _read_all(fd, self.caps.max_file_bytes + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         if len(data) > self.caps.max_file_bytes:
             return None
         sha = hashlib.sha256(data).hexdigest()
@@ -212,12 +224,25 @@ class SnapshotStore:
         return self.objects / sha[:2] / sha[2:]
 
     def put(self, sha: str, data: bytes) -> None:
-        """An object, written once (0600, by a temporary name, then renamed)."""
-        target = self.blob_path(sha)
-        if target.exists():
+        """An object, written once (0600, by a temporary name, then renamed: a crash
+        never leaves a short object under a content's name)."""
+        folder = os.path.join(self._objects, sha[:2])
+        target = os.path.join(folder, sha[2:])
+        if os.path.exists(target):
             return
-        _private_dirs(target.parent)
-        write_private(target, data, 0o600)
+        if sha[:2] not in self._fanout:
+            _private_dirs(Path(folder))
+            self._fanout.add(sha[:2])
+        temp = f"{target}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(temp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
 
     def read(self, sha: str) -> bytes:
         return self.blob_path(sha).read_bytes()
@@ -403,6 +428,21 @@ def _git_files(root: Path, timeout: float) -> list[str] | None:
         return None
     names = done.stdout.decode("utf-8", "surrogateescape").split("\0")
     return sorted({n for n in names if n and not n.endswith("/")})
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, min(limit - size, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _same_manifest(a: Manifest, b: Manifest) -> bool:
+    return (a.files, a.skipped, a.complete) == (b.files, b.skipped, b.complete)
 
 
 def _racy(st: os.stat_result, since_ns: int) -> bool:

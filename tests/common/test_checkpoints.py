@@ -6,6 +6,7 @@ tests/e2e/test_undo_terminal.py."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,8 @@ async def test_old_turns_are_pruned_and_a_reopened_store_keeps_the_rest(
     for n in range(1, 6):
         await drain(agent, f"write {n}")
     assert [t.number for t in store.turns] == [3, 4, 5]
-    assert len(list((folder / "manifests").glob("*.json"))) == 6  # before and after of each
+    # A turn's "before" is the turn before's "after" (nothing changed between): 4 states.
+    assert len(list((folder / "manifests").glob("*.json"))) == 4
     assert len([p for p in (folder / "objects").rglob("*") if p.is_file()]) == 4  # "2".."5"
 
     reopened = Checkpoints(folder, root)  # what --resume does
@@ -156,11 +158,29 @@ async def test_old_turns_are_pruned_and_a_reopened_store_keeps_the_rest(
     assert (folder / "checkpoints.json").stat().st_mode & 0o777 == 0o600
 
 
-async def test_the_state_folder_inside_the_workspace_is_not_snapshotted(tmp_path: Path) -> None:
+async def test_neither_the_state_folder_nor_symlinks_are_snapshotted(tmp_path: Path) -> None:
     root = workspace_with(tmp_path, a="a")
+    (tmp_path / "secret").write_text("outside the workspace")
+    (root / "link").symlink_to(tmp_path / "secret")
+    (root / "linked-dir").symlink_to(tmp_path)
     state = root / ".state"
     (state / "sessions").mkdir(parents=True)
     (state / "history").write_text("typed lines")
     store = Checkpoints(state / "sessions" / "x.checkpoints", root, exclude=(state,))
     manifest = await anyio.to_thread.run_sync(store.store.snapshot, None)
     assert sorted(manifest.files) == ["a"]
+
+
+def test_a_repository_s_fsmonitor_hook_is_never_run(tmp_path: Path) -> None:
+    """`git ls-files` runs the command a repository's own config names as core.fsmonitor
+    (git 2.39 does): listing an untrusted checkout must not run its code."""
+    root = workspace_with(tmp_path, a="a")
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {tmp_path / 'hook-ran'}\necho\n")
+    hook.chmod(0o755)
+    for args in (["init", "-q"], ["add", "a"], ["config", "core.fsmonitor", str(hook)]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    store = Checkpoints(tmp_path / "s.checkpoints", root)
+    manifest = store.store.snapshot(None)
+    assert manifest.lister == "git" and sorted(manifest.files) == ["a"]
+    assert not (tmp_path / "hook-ran").exists()

@@ -182,7 +182,8 @@ def test_a_resumed_session_can_undo_the_turns_of_the_first_run(
         first.type("/exit")
         assert first.exit_code() == 0
 
-        resumed = start(terminals, llm, workspace, "resumed", "--resume")
+        [saved] = (workspace.parent / "state" / "sessions").glob("*.jsonl")
+        resumed = start(terminals, llm, workspace, "resumed", "--resume", saved.stem)
         command(resumed, "/undo", r'undid turn 1 \("overwrite the notes"\): restored 1')
         assert (workspace / "notes.txt").read_text() == "launch code 4711\n"
         resumed.type("/exit")
