@@ -231,18 +231,36 @@ async def open_agent(*, approve: Approve | None = None, **given: Any) -> AsyncIt
     redact = settings.redactor(os.environ)
     stderr = SafeConsole(stderr=True, redact=redact)
     prepared = prepare_session(settings, stderr, opts.get("resume"), stderr)
+    raised: list[BaseException] = []  # by the caller's block: theirs, not a group of ours
     try:
-        async with open_session(
-            prepared,
-            stderr,
-            notices=stderr,
-            prestarts=None,
-            script=True,
-            on_declined=functools.partial(say_declined, stderr, redact),
-        ) as session:
-            if approve is not None:
-                session.agent.approval.ask = _asker(approve)
-            yield OpenAgent(session, stderr)
-            session.registry.hasten_shutdown()
-    except* Unavailable as refused:
-        raise ServerUnavailable(str(refused.exceptions[0])) from None
+        try:
+            async with open_session(
+                prepared,
+                stderr,
+                notices=stderr,
+                prestarts=None,
+                script=True,
+                on_declined=functools.partial(say_declined, stderr, redact),
+            ) as session:
+                if approve is not None:
+                    session.agent.approval.ask = _asker(approve)
+                try:
+                    yield OpenAgent(session, stderr)
+                except BaseException as exc:
+                    raised.append(exc)
+                    raise
+                session.registry.hasten_shutdown()
+        except* Unavailable as refused:
+            raise ServerUnavailable(str(refused.exceptions[0])) from None
+    except BaseExceptionGroup as group:
+        if raised and _only(group, raised[0]):
+            raise raised[0] from None  # the caller's own exception, as they raised it
+        raise
+
+
+def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
+    """Whether every exception in `group` (nested groups too) is `exc`."""
+    return all(
+        _only(inner, exc) if isinstance(inner, BaseExceptionGroup) else inner is exc
+        for inner in group.exceptions
+    )

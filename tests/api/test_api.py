@@ -115,3 +115,9 @@ async def test_a_required_server_that_fails_raises_server_unavailable(workspace:
     with ScriptedLLM() as llm, pytest.raises(ServerUnavailable, match="'main' is unavailable"):
         async with open_agent(base_url=llm.base_url, server_command="/nonexistent/server"):
             pass
+
+
+async def test_an_exception_of_the_caller_s_block_comes_out_as_raised(workspace: Path) -> None:
+    with ScriptedLLM() as llm, pytest.raises(ValueError, match="the caller's own"):
+        async with open_agent(base_url=llm.base_url):
+            raise ValueError("the caller's own")
