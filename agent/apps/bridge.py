@@ -8,7 +8,8 @@ and then `ui/notifications/initialized`; only after that does the host push
 approval as the model's calls), `resources/read` (its own server), `ui/message` (a user
 turn), `ui/open-link` (asked, never silently opened), `notifications/message` (logging),
 `ui/notifications/size-changed`, `ui/request-display-mode` and `ping`. At the end the host
-sends `ui/resource-teardown` and waits briefly for the answer.
+sends `ui/resource-teardown` and waits briefly for the answer. A page loaded again (a reload)
+says so by its new sandbox frame's `sandbox-proxy-ready`: the view starts over with it.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class AppView:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _waiting: dict[str, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
     _last_poll: float = float("-inf")  # time.monotonic() the page last asked for messages
+    _sandboxes: int = 0  # sandbox frames that said they were ready: a second is a reload
+    _generation: int = 0  # which load of the page a reply belongs to
 
     @property
     def title(self) -> str:
@@ -151,15 +154,29 @@ class AppView:
         if "id" not in message:
             self._notified(method, params, services)
             return
+        generation = self._generation
         try:
             reply = {"id": message["id"], "result": await self._answer(method, params, services)}
         except AppError as exc:
             reply = {"id": message["id"], "error": {"code": exc.code, "message": str(exc)}}
-        self.post(reply)
+        if generation == self._generation:  # a reloaded page numbers its requests afresh
+            self.post(reply)
+
+    def _reloaded(self) -> None:
+        """The page was loaded again (reload, a second tab): it starts from nothing, so it
+        is initialized again and then given the tool's input and result again; what was
+        queued for the old load, and replies to its requests, are not its own."""
+        self._generation += 1
+        self._outbox.clear()
+        self._waiting.clear()
+        self.initialized = False
 
     def _notified(self, method: str, params: dict[str, Any], services: Services) -> None:
         match method:
             case "ui/notifications/sandbox-proxy-ready":
+                self._sandboxes += 1
+                if self._sandboxes > 1:
+                    self._reloaded()
                 self.post(
                     {
                         "method": "ui/notifications/sandbox-resource-ready",

@@ -15,7 +15,7 @@ import pytest
 from tests.apps.test_apps_browser import URL, ReplProcess, app_frame, browser
 from tests.apps.test_apps_isolation import local_service, page_server
 from tests.support.cli import mcp_json
-from tests.support.fake_llm import ScriptedLLM
+from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 __all__ = ["browser"]  # the shared fixture
 pytestmark = pytest.mark.slow
@@ -59,3 +59,35 @@ def test_a_page_starts_its_worker_from_a_blob_and_the_worker_keeps_the_page_s_po
                 repl.kill()
     assert code == 0, "\n".join(repl.seen)
     assert hosts == []
+
+
+SHOWS_THE_RESULT = """
+initialized.then(() => show("loaded", "yes"));
+toolResult.then((text) => show("result", text));
+"""
+
+
+def test_a_reloaded_page_is_initialized_again_and_shows_its_result(
+    tmp_path: Path, browser: Any
+) -> None:
+    """Reload, as a person does when a page looks stuck: the page starts again and gets
+    the tool's result again (it waited forever: the view counted as initialized)."""
+    config = mcp_json(tmp_path, {"viewer": page_server(tmp_path, "viewer", SHOWS_THE_RESULT)})
+    script = [tool_calls(("viewer__show", {"note": "page one"})), text("shown")]
+    with ScriptedLLM(*script) as llm:
+        repl = ReplProcess(config, tmp_path, llm.base_url)
+        try:
+            repl.send("show it")
+            page = browser.new_page()
+            page.goto(repl.wait_for(URL)["url"])
+            expect(app_frame(page).locator("#result")).to_have_text("viewer says page one")
+            for _ in range(2):
+                page.reload()
+                app = app_frame(page)
+                expect(app.locator("#loaded")).to_have_text("yes")
+                expect(app.locator("#result")).to_have_text("viewer says page one")
+            page.close()
+            code, _ = repl.finish()
+        finally:
+            repl.kill()
+    assert code == 0, "\n".join(repl.seen)
