@@ -168,7 +168,7 @@ def test_missing_api_key_exits_2_naming_the_setting(tmp_path: Path) -> None:
         (["--server-command", ""], "--server-command is empty"),
         (["-H", "X-Key: 1"], "--header is for sse, http or openapi servers"),
         (["-c", "http"], "--connection http needs --server-url URL"),
-        (["--output", "yaml"], "--output 'yaml': use text or json"),
+        (["--output", "yaml"], "--output 'yaml': use text, json or stream-json"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line_naming_the_flag(
