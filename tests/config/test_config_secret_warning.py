@@ -112,8 +112,8 @@ def test_a_readme_s_placeholders_are_not_secrets(
 def test_the_warning_comes_once_per_file_and_content(tmp_path: Path) -> None:
     """Run after run with the same file, one warning; a changed file is warned about again."""
     local = [sys.executable, "-m", "agent.server", "--root", str(tmp_path)]
-    entry = {"command": local[0], "args": local[1:], "env": {"DB_PASS": "hunter22"}}
-    entry["env"]["GITHUB_TOKEN"] = "MY_TOKEN"  # a placeholder beside it: never named
+    env = {"DB_PASS": "hunter22", "GITHUB_TOKEN": "MY_TOKEN"}  # a placeholder: never named
+    entry = {"command": local[0], "args": local[1:], "env": env}
     config = mcp_json(tmp_path, {"local": entry}, mode=0o644)
 
     def warnings() -> str:
