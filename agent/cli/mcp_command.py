@@ -26,6 +26,7 @@ import typer
 
 from agent.common.errors import ConfigError
 from agent.config.build import build_settings
+from agent.config.dialects import note
 from agent.config.files import user_config_dir
 from agent.config.servers import parse_server
 from agent.ui.safe import terminal
@@ -42,6 +43,14 @@ mcp_app = typer.Typer(
 ScopeOption = Annotated[
     str | None,
     typer.Option("--scope", "-s", help="user (the user-level mcp.json) or project (./.mcp.json)."),
+]
+RegistryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        help="The MCP Registry's URL (default: [registry] url in config.toml, else the "
+        "official registry.modelcontextprotocol.io).",
+    ),
 ]
 
 
@@ -183,10 +192,29 @@ def add(
         list[str] | None, typer.Option("--header", "-H", help="'Name: value' for http/sse.")
     ] = None,
     scope: ScopeOption = None,
+    registry: RegistryOption = None,
+    local_name: Annotated[
+        str | None,
+        typer.Option("--name", help="From the registry: the name to save it under."),
+    ] = None,
+    secrets: Annotated[
+        str | None,
+        typer.Option(
+            "--secrets",
+            help="From the registry: keep secrets in the file (0600) or as ${VAR} references "
+            "to set in your environment: file or env (asked at a terminal; default file).",
+        ),
+    ] = None,
 ) -> None:
-    """Add a server: `mcp add NAME -- CMD ARGS…` or `mcp add --transport http NAME URL`."""
+    """Add a server: `mcp add NAME -- CMD ARGS…`, `mcp add --transport http NAME URL`, or
+    `mcp add REGISTRY-NAME` (from the MCP Registry: see `mcp search`)."""
     environ = dict(os.environ)
     path = scope_file(scope or "user", environ)
+    if not target and transport == "stdio" and ("/" in name or registry):
+        from agent.cli.mcp_registry_command import add_from_registry
+
+        add_from_registry(name, path, env or [], registry, local_name, secrets, scope)
+        return
     entry = new_entry(transport, target or [], env or [], header or [])
     parse_server(name, {**entry, "enabled": False}, environ, f"mcp add {name}")  # validates
     doc = read_doc(path)
@@ -243,23 +271,100 @@ def remove(name: Annotated[str, typer.Argument()], scope: ScopeOption = None) ->
 
 @mcp_app.command("list")
 def list_servers() -> None:
-    """Every configured server with its live status (each is connected to once)."""
+    """Every configured server with its live status (each is connected to once), and the
+    files left unread; exits 1 when a server failed to connect."""
     environ = dict(os.environ)
     settings = build_settings(
         config_path=None, mcp_config_path=None, cli_server=None, environ=environ
     )
+    for unread in settings.untrusted_files:  # `mcp get` reads them: say why list does not
+        terminal(f"not read: {unread} (this folder is not trusted: run_mcp.py trust)")
     if not any(s.config_file for s in settings.servers):
         terminal("no servers configured (add one: run_mcp.py mcp add NAME -- COMMAND ARGS…)")
         return
     redact = settings.redactor(environ)
-    for line in anyio.run(_live_status, settings):
+    lines, failed = anyio.run(_live_status, settings)
+    for line in lines:
         terminal(line, redact=redact)  # a server's stderr may hold escapes and secrets
+    if failed:
+        raise typer.Exit(1)
 
 
-async def _live_status(settings: Any) -> list[str]:
+@mcp_app.command("add-json")
+def add_json(
+    name: Annotated[str, typer.Argument(help="The server's name (its tools' prefix).")],
+    text: Annotated[str, typer.Argument(help="The entry as JSON, as a README shows it.")],
+    scope: ScopeOption = None,
+) -> None:
+    """Add a server from its JSON entry: `mcp add-json NAME '{"command": …}'` (a README's
+    `"name": {…}` block and a whole `{"mcpServers": {…}}` are read too)."""
+    environ = dict(os.environ)
+    path = scope_file(scope or "user", environ)
+    entry = pasted_entry(name, text)
+    parse_server(name, {**entry, "enabled": False}, environ, f"mcp add-json {name}")
+    doc = read_doc(path)
+    servers = servers_of(doc)
+    if name in servers:
+        raise ConfigError(
+            f"server '{name}' already exists in {path} (run_mcp.py mcp remove {name} first)"
+        )
+    servers[name] = entry
+    write_doc(path, doc)
+    terminal(f"added server '{name}' to {path}")
+    for line in describe(name, entry)[1:]:
+        terminal(line)
+
+
+def pasted_entry(name: str, text: str) -> dict[str, Any]:
+    """One server's entry from pasted JSON: the entry itself, `"name": {…}` as a README
+    shows it (braces added), `{"name": {…}}`, or `{"mcpServers": {"name": {…}}}`; a
+    fragment without `mcpServers` is said in one line."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        try:
+            doc = json.loads("{" + text.strip().rstrip(",") + "}")
+        except ValueError as exc:
+            raise ConfigError(f"mcp add-json {name}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"mcp add-json {name}: expected a JSON object")
+    wrapped = next((k for k in ("mcpServers", "servers") if isinstance(doc.get(k), dict)), None)
+    if wrapped is not None:
+        doc = doc[wrapped]
+    if any(k in doc for k in ("command", "url", "serverUrl", "httpUrl")):
+        return doc
+    entries = {k: v for k, v in doc.items() if isinstance(v, dict)}
+    if name in entries or len(entries) == 1:
+        chosen = name if name in entries else next(iter(entries))
+        if wrapped is None:
+            note(f"mcp add-json {name}: no 'mcpServers' object: read the entry '{chosen}'")
+        return dict(entries[chosen])
+    listed = ", ".join(entries) or "none"
+    raise ConfigError(
+        f"mcp add-json {name}: no entry with 'command' or 'url' (entries: {listed}; "
+        "name one of them)"
+    )
+
+
+@mcp_app.command("search")
+def search(
+    query: Annotated[list[str], typer.Argument(help="Words of the server's name.")],
+    registry: RegistryOption = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many.")] = 20,
+) -> None:
+    """Find servers in the MCP Registry by name; `mcp add NAME` adds one."""
+    from agent.cli.mcp_registry_command import search_registry
+
+    if not search_registry(" ".join(query), registry, limit):
+        raise typer.Exit(1)
+
+
+async def _live_status(settings: Any) -> tuple[list[str], bool]:
+    """A line per server (with the file it came from), and whether any failed."""
     from agent.tools.registry import ToolRegistry  # heavy: only here
 
     redact = settings.redactor(os.environ)
+    failed = False
     async with ToolRegistry(settings) as registry:
         await registry.connect_all()
         lines = []
@@ -269,6 +374,8 @@ async def _live_status(settings: Any) -> list[str]:
             if status.state == "ready":
                 state = f"✓ connected ({status.tool_count} tools)"
             else:
+                failed = True
                 state = f"✗ {status.state}: {status.error}"
-            lines.append(redact(f"{cfg.name}: {what} ({cfg.type}) - {state}"))
-    return lines
+            source = f" [{cfg.config_file}]" if cfg.config_file else ""
+            lines.append(redact(f"{cfg.name}: {what} ({cfg.type}) - {state}{source}"))
+    return lines, failed

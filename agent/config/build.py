@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agent.common.errors import ConfigError
-from agent.config.dialects import Dialects, InputAsker, note
+from agent.config.dialects import Dialects, InputAsker, note, warning
 from agent.config.files import (
     client_name,
     default_files,
@@ -273,7 +273,7 @@ def _configured_servers(
         skipped: list[tuple[str, str]] = []
         for server in load_mcp_config(mcp_path, environ, dialects, None if named else skipped):
             if (earlier := by_name.get(server.name)) is not None:
-                warn(
+                warning(
                     f"server '{server.name}': the entry in {mcp_path} overrides the one in "
                     f"{earlier.config_file} (the later file wins)"
                 )
@@ -281,7 +281,7 @@ def _configured_servers(
         for name, why in skipped:
             kept = by_name.get(name)
             instead = f"; using the one in {kept.config_file}" if kept else ""
-            warn(f"server '{name}' skipped: {why}{instead}")
+            warning(f"server '{name}' skipped: {why}{instead}")
     saved = load_approvals(state_dir)  # /approve save keeps them in a file of our own
     servers = [with_saved_approvals(s, saved) for s in by_name.values()]
     if cli_server is not None:
@@ -304,11 +304,6 @@ def pick_servers(servers: list[ServerConfig], names: tuple[str, ...]) -> list[Se
         raise ConfigError(f"--servers {unknown[0]}: no such server (configured: {listed})")
     picked = [s.model_copy(update={"enabled": True}) for s in known.values() if s.name in names]
     return picked + [s for s in servers if s.config_file is None]  # the command line's
-
-
-def warn(message: str) -> None:
-    """A choice made for the user that they should know of (stderr, one line)."""
-    print(f"warning: {message}", file=sys.stderr)
 
 
 def _with_roots(server: ServerConfig, default: tuple[str, ...], base: Path) -> ServerConfig:

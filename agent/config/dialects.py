@@ -265,4 +265,20 @@ def declared_inputs(doc: Mapping[str, Any], path: Path) -> dict[str, Mapping[str
 
 def note(message: str) -> None:
     """A fact about how a file was read that the user should not miss (not a warning)."""
-    print(f"note: {message}", file=sys.stderr)
+    _say("note", message)
+
+
+def warning(message: str) -> None:
+    """A choice made for the user that they should know of: which of two files' entries
+    for one server is used, an entry skipped."""
+    _say("warning", message)
+
+
+def _say(kind: str, message: str) -> None:
+    """One stderr line. It may quote a file's words (a key, a server's name, an input's
+    description: a cloned repository's), so a control or invisible character is shown
+    escaped: this layer cannot reach agent/ui/safe.py's writer."""
+    shown = "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
+    )
+    print(f"{kind}: {shown}", file=sys.stderr)

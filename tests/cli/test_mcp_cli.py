@@ -166,7 +166,7 @@ def test_mcp_list_shows_a_server_s_stderr_escape_sequences_inert(tmp_path: Path)
         json.dumps({"mcpServers": {"noisy": {"command": sys.executable, "args": ["-c", noisy]}}})
     )
     rc, said = mcp(tmp_path, "list")
-    assert rc == 0, said
+    assert rc == 1, said  # a server failed (issue 31 #7)
     assert "noisy: " in said and "✗" in said, said
     assert "\x1b" not in said and "\x07" not in said, repr(said)
     assert "\\x1b[8m--steal-keys" in said  # the server's words are there, inert

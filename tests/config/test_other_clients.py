@@ -133,7 +133,7 @@ def place(home: Path, where: str, content: str) -> Path:
 def environment_seen(llm: ScriptedLLM) -> dict[str, str]:
     [result] = tool_messages(llm.requests[1])
     start = result.index("{")
-    return json.loads(result[start : result.rindex("}") + 1])  # type: ignore[no-any-return]
+    return json.loads(result[start : result.rindex("}") + 1])
 
 
 @pytest.mark.parametrize("client", sorted(FILES))

@@ -1,0 +1,294 @@
+"""The MCP Registry API (`/v0.1/servers`, server.json): finding a server, and the
+mcpServers entry that runs it.
+
+What VS Code and Copilot CLI install from. `search` lists the latest version of the
+servers whose name holds the words; `latest` fetches one server.json; `plan` turns it
+into an entry: a remote first (http, or sse; OAuth is the connection's, at first use),
+else a package run pinned to its version (npm -> `npx -y id@version`, pypi -> `uvx
+id==version`, oci -> `docker run -i --rm image:version`). The variables, headers and
+arguments it needs come from `given` (the user's `-e NAME=VALUE`) or `ask` (a terminal);
+a required one that neither gives is an error naming the `-e` to add.
+
+Everything here is the registry's data, untrusted: text is returned for the caller to
+clean before printing (agent/ui/safe.py), a package id or version is one argument of the
+command (never a shell word: stdio servers are started without a shell), and
+`postInstallInstructions` is text to show, never something to run.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from agent.common.errors import ConfigError
+
+DEFAULT_REGISTRY = "https://registry.modelcontextprotocol.io"
+TIMEOUT = 20.0
+# (name, description, secret, default, choices) -> the answer, or None: nobody to ask
+Asker = Callable[[str, str, bool, str | None, tuple[str, ...]], str | None]
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z0-9@][A-Za-z0-9@/._:-]*$")
+_BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Found:
+    """One search result, as the registry says it (clean before printing)."""
+
+    name: str
+    version: str
+    description: str
+    kinds: tuple[str, ...]  # "remote", "npm", "pypi", "oci"...
+
+
+@dataclass
+class Plan:
+    """What `mcp add REGISTRY-NAME` writes, and what it tells the user."""
+
+    entry: dict[str, Any]
+    how: str  # "remote (http)", "npm package @x/y@1.2.3"
+    secrets: dict[str, str] = field(default_factory=dict)  # name -> value given or asked
+    instructions: str = ""  # postInstallInstructions: shown, never run
+
+
+class Registry:
+    """A registry's read API at `base` (the official one unless told)."""
+
+    def __init__(self, base: str = DEFAULT_REGISTRY, client: httpx2.Client | None = None):
+        if not base.startswith(("http://", "https://")):
+            raise ConfigError(f"--registry {base!r}: must start with http:// or https://")
+        self.base = base.rstrip("/")
+        self._client = client or httpx2.Client(timeout=TIMEOUT, follow_redirects=True)
+
+    def __enter__(self) -> Registry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._client.close()
+
+    def _get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        url = f"{self.base}{path}"
+        try:
+            response = self._client.get(url, params=dict(params or {}))
+        except httpx2.HTTPError as exc:
+            raise ConfigError(f"registry {self.base}: cannot reach it ({exc})") from None
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            raise ConfigError(f"registry {self.base}: {path} answered HTTP {response.status_code}")
+        try:
+            return response.json()
+        except ValueError:
+            raise ConfigError(f"registry {self.base}: {path} did not answer JSON") from None
+
+    def search(self, query: str, limit: int = 20) -> list[Found]:
+        """The latest version of each server whose name holds `query`."""
+        params = {"search": query, "version": "latest", "limit": str(limit)}
+        doc = self._get("/v0.1/servers", params)
+        items = doc.get("servers") if isinstance(doc, dict) else None
+        if not isinstance(items, list):
+            raise ConfigError(f"registry {self.base}: /v0.1/servers answered no 'servers' list")
+        found = []
+        for item in items:
+            server = item.get("server") if isinstance(item, dict) else None
+            if isinstance(server, dict) and isinstance(server.get("name"), str):
+                found.append(_found(server))
+        return found[:limit]
+
+    def latest(self, name: str) -> dict[str, Any]:
+        """One server's latest server.json, or a ConfigError saying how to find the name."""
+        quoted = urllib.parse.quote(name, safe="")
+        doc = self._get(f"/v0.1/servers/{quoted}/versions/latest")
+        server = doc.get("server") if isinstance(doc, dict) else None
+        if not isinstance(server, dict):
+            raise ConfigError(
+                f"no server '{name}' in the registry {self.base} "
+                f"(find its name: run_mcp.py mcp search WORDS)"
+            )
+        meta = doc.get("_meta") if isinstance(doc.get("_meta"), dict) else {}
+        return {**server, "_meta": {**server.get("_meta", {}), **meta}}
+
+
+def _found(server: Mapping[str, Any]) -> Found:
+    kinds = ["remote"] if server.get("remotes") else []
+    for package in server.get("packages") or []:
+        if isinstance(package, dict) and isinstance(package.get("registryType"), str):
+            kinds.append(package["registryType"])
+    return Found(
+        name=str(server["name"]),
+        version=str(server.get("version", "")),
+        description=str(server.get("description", "")),
+        kinds=tuple(dict.fromkeys(kinds)),
+    )
+
+
+def instructions_of(server: Mapping[str, Any]) -> str:
+    """`postInstallInstructions`, where a server.json or its publisher's _meta puts it."""
+    text = server.get("postInstallInstructions")
+    meta = server.get("_meta")
+    if not isinstance(text, str) and isinstance(meta, dict):
+        for value in meta.values():
+            if isinstance(value, dict) and isinstance(value.get("postInstallInstructions"), str):
+                text = value["postInstallInstructions"]
+                break
+    return text if isinstance(text, str) else ""
+
+
+def plan(server: Mapping[str, Any], given: Mapping[str, str], ask: Asker | None) -> Plan:
+    """The entry for a server.json: a remote if it has one, else its first package we run."""
+    inputs = _Inputs(dict(given), ask)
+    remotes = [r for r in server.get("remotes") or [] if isinstance(r, dict)]
+    remote = next((r for r in remotes if r.get("type") in ("streamable-http", "sse")), None)
+    if remote is not None:
+        result = _remote(remote, inputs)
+    else:
+        packages = [p for p in server.get("packages") or [] if isinstance(p, dict)]
+        usable = [p for p in packages if p.get("registryType") in _RUNNERS]
+        if not usable:
+            kinds = ", ".join(str(p.get("registryType")) for p in packages) or "none"
+            raise ConfigError(
+                f"{server.get('name')}: no remote and no package we can run (packages: {kinds}; "
+                "we run npm, pypi and oci)"
+            )
+        result = _package(usable[0], inputs)
+    unused = sorted(set(given) - inputs.used)
+    if unused:
+        raise ConfigError(f"-e {unused[0]}: {server.get('name')} takes no such variable")
+    result.secrets = {k: v for k, v in inputs.values.items() if k in inputs.secret and v}
+    result.instructions = instructions_of(server)
+    return result
+
+
+class _Inputs:
+    """Values for the registry's inputs: given with -e, else asked, else the default."""
+
+    def __init__(self, given: dict[str, str], ask: Asker | None) -> None:
+        self.given, self.ask = given, ask
+        self.values: dict[str, str] = {}
+        self.secret: set[str] = set()
+        self.used: set[str] = set()
+
+    def value(self, name: str, spec: Mapping[str, Any]) -> str | None:
+        """The value of one input (None: an optional one left out)."""
+        fixed = spec.get("value")
+        if isinstance(fixed, str):
+            return self.fill(fixed, spec.get("variables") or {})
+        self.used.add(name)
+        if spec.get("isSecret"):
+            self.secret.add(name)
+        default = spec.get("default") if isinstance(spec.get("default"), str) else None
+        choices = tuple(str(c) for c in spec.get("choices") or ())
+        answer = self.given.get(name)
+        if answer is None and self.ask is not None:
+            description = str(spec.get("description") or name)
+            answer = self.ask(name, description, bool(spec.get("isSecret")), default, choices)
+        if not answer:
+            answer = default
+        if not answer and spec.get("isRequired"):
+            what = f" ({spec['description']})" if spec.get("description") else ""
+            raise ConfigError(f"needs {name}{what}: give it with -e {name}=VALUE")
+        if answer and choices and answer not in choices:
+            raise ConfigError(f"{name}: {answer!r} is not one of {', '.join(choices)}")
+        if answer:
+            self.values[name] = answer
+        return answer
+
+    def fill(self, template: str, variables: Mapping[str, Any]) -> str:
+        """`{name}` in a value or url, from its `variables` (asked like any input)."""
+
+        def one(match: re.Match[str]) -> str:
+            spec = variables.get(match.group(1))
+            if not isinstance(spec, dict):
+                return match.group(0)
+            return self.value(match.group(1), spec) or ""
+
+        return _BRACED.sub(one, template)
+
+
+def _remote(remote: Mapping[str, Any], inputs: _Inputs) -> Plan:
+    url = inputs.fill(str(remote.get("url", "")), remote.get("variables") or {})
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"the registry's remote url {url[:80]!r} is not http(s)")
+    kind = "http" if remote.get("type") == "streamable-http" else "sse"
+    entry: dict[str, Any] = {"type": kind, "url": url}
+    headers = {}
+    for header in remote.get("headers") or []:
+        if isinstance(header, dict) and isinstance(header.get("name"), str):
+            value = inputs.value(header["name"], header)
+            if value:
+                headers[header["name"]] = value
+    if headers:
+        entry["headers"] = headers
+    return Plan(entry, f"remote ({kind}) {url}")
+
+
+def _npm(identifier: str, version: str) -> list[str]:
+    return ["npx", "-y", f"{identifier}@{version}"]
+
+
+def _pypi(identifier: str, version: str) -> list[str]:
+    return ["uvx", f"{identifier}=={version}"]
+
+
+def _oci(identifier: str, version: str) -> list[str]:
+    image = identifier if ":" in identifier.rsplit("/", 1)[-1] else f"{identifier}:{version}"
+    return ["docker", "run", "-i", "--rm", image]
+
+
+_RUNNERS: dict[str, Callable[[str, str], list[str]]] = {"npm": _npm, "pypi": _pypi, "oci": _oci}
+
+
+def _package(package: Mapping[str, Any], inputs: _Inputs) -> Plan:
+    kind = str(package["registryType"])
+    identifier, version = str(package.get("identifier", "")), str(package.get("version", ""))
+    if not _IDENTIFIER.match(identifier):
+        raise ConfigError(f"the registry's {kind} package id {identifier[:80]!r} is not a name")
+    if not _VERSION.match(version) or version == "latest":
+        raise ConfigError(f"{identifier}: the registry gives no exact version to pin ({version!r})")
+    transport = package.get("transport") or {}
+    if isinstance(transport, dict) and transport.get("type", "stdio") != "stdio":
+        raise ConfigError(f"{identifier}: a package served over {transport.get('type')} is not run")
+    env = {}
+    for variable in package.get("environmentVariables") or []:
+        if isinstance(variable, dict) and isinstance(variable.get("name"), str):
+            value = inputs.value(variable["name"], variable)
+            if value:
+                env[variable["name"]] = value
+    argv = _RUNNERS[kind](identifier, version)
+    runtime = _arguments(package.get("runtimeArguments"), inputs)
+    if kind == "oci":  # docker passes the variables it is told of, by name
+        argv[-1:-1] = [*runtime, *(a for name in env for a in ("-e", name))]
+    else:
+        argv[1:1] = runtime
+    argv += _arguments(package.get("packageArguments"), inputs)
+    entry: dict[str, Any] = {"type": "stdio", "command": argv[0], "args": argv[1:]}
+    if env:
+        entry["env"] = env
+    return Plan(entry, f"{kind} package {identifier} {version}")
+
+
+def _arguments(specs: Any, inputs: _Inputs) -> list[str]:
+    """Positional (`value`, or asked by its valueHint) and named (`--flag value`) arguments."""
+    argv: list[str] = []
+    for spec in specs if isinstance(specs, list) else ():
+        if not isinstance(spec, dict):
+            continue
+        if spec.get("type") == "named" and isinstance(spec.get("name"), str):
+            flag = spec["name"]
+            optional_switch = spec.get("format") == "boolean" and not spec.get("isRequired")
+            if "value" not in spec and optional_switch:
+                continue
+            value = inputs.value(flag.lstrip("-"), spec)
+            if value is not None:
+                argv += [flag, value]
+        else:
+            label = str(spec.get("valueHint") or spec.get("name") or "argument")
+            value = inputs.value(label, spec)
+            if value is not None:
+                argv.append(value)
+    return argv
