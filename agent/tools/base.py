@@ -96,6 +96,7 @@ class ServerStatus:
     card: str | None = None  # what the host's server card says it serves (SEP-2127)
     protocol: str | None = None  # the protocol version (era) this connection speaks
     extensions: tuple[str, ...] = ()  # the MCP extensions the server declared
+    source: str | None = None  # the servers file it came from (None: the command line's)
 
 
 @dataclass
@@ -143,7 +144,9 @@ class ToolServer(ABC):
         self._slow_after = min(SLOW_START_NOTICE, connect_timeout, self.connect_timeout)
         self.hooks = hooks
         self.redact = redactor
-        self.status = ServerStatus(name=config.name, transport=config.type)
+        self.status = ServerStatus(
+            name=config.name, transport=config.type, source=config.config_file
+        )
         self.instructions: str | None = None
         self.max_tools = max_tools
         self.listing_cut: str | None = None

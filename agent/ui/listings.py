@@ -201,6 +201,9 @@ def show_servers(
         if st.protocol:
             extensions = f"; extensions: {', '.join(st.extensions)}" if st.extensions else ""
             console.print(Text(f"{st.name} speaks MCP {st.protocol}{extensions}", "dim"))
+    for st in statuses:  # which of several files a server came from (issue 31)
+        if st.source:
+            console.print(Text(f"{st.name} from {st.source}", "dim"))
     for st in statuses:
         if st.card:  # SEP-2127: what the host says it serves
             console.print(Text(f"server card of {st.name}: {st.card}", "dim"))

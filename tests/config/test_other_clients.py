@@ -271,3 +271,25 @@ def test_servers_picks_configured_servers_by_name(tmp_path: Path) -> None:
         proc = run(["--mcp-config", str(path), "--servers", "nope", "-p", "hi"], repo, home, llm)
     assert proc.returncode == 2
     assert "--servers nope: no such server (configured: envy, other)" in proc.stderr
+
+
+@pytest.mark.anyio
+async def test_servers_says_which_file_each_server_came_from(tmp_path: Path) -> None:
+    """/servers names the file each server came from, after the rule chose between two."""
+    from agent.config.build import build_settings
+    from agent.tools.registry import ToolRegistry
+    from tests.support.fake_model import FakeModel
+    from tests.support.repl import drive
+
+    first = place(tmp_path, "a/servers.json", json.dumps({"mcpServers": {"envy": stdio("a")}}))
+    settings = build_settings(
+        config_path=None,
+        mcp_config_path=first,
+        cli_server=None,
+        environ={"HOME": str(tmp_path), "MCP_AGENT_STATE_DIR": str(tmp_path / "state")},
+        workspace=tmp_path,
+    )
+    async with ToolRegistry(settings) as registry:
+        assert await registry.connect_all() == []
+        shown, _ = await drive(registry, FakeModel([]), ["/servers"], tmp_path, settings=settings)
+    assert f"envy from {first}" in shown
