@@ -78,6 +78,7 @@ class AppView:
     size: dict[str, Any] = field(default_factory=dict)
     messages: int = 0  # ui/message the page sent (each one asked)
     message_asked: bool = False  # the user is being asked about one now
+    own_tools_allowed: bool = False  # "[p]age": its server's app-only tools run unasked
     _outbox: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: anyio.Event = field(default_factory=anyio.Event)

@@ -26,8 +26,10 @@ import base64
 import binascii
 import hmac
 import json
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -39,6 +41,7 @@ from agent.apps import pages, policy
 from agent.apps.bridge import REFUSED, AppError, AppView, error_result, result_wire
 from agent.apps.http import LOOPBACK, LoopbackServer, Request, Response
 from agent.loop.gate import ToolGate
+from agent.tools.base import ToolServer
 from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
@@ -47,6 +50,9 @@ from agent.tools.uimeta import APP_MIME
 from agent.ui.safe import clean
 
 T = TypeVar("T")
+# The view whose call is being decided, for the approval question (agent/ui/repl.py): it
+# offers "[p]age", its server's app-only tools without asking while the view lives.
+ASKING_VIEW: ContextVar[AppView | None] = ContextVar("ASKING_VIEW", default=None)
 AGAIN = "type /apps in the terminal for a new link"
 POLL_WAIT = 20.0  # seconds a page's long poll is held open when there is nothing to send
 READ_TIMEOUT = 30.0  # seconds a server gets to hand over an app's page
@@ -55,6 +61,27 @@ MAX_TICKETS = 64  # one-time links not yet used (the oldest go first)
 MAX_MESSAGES = 20  # ui/message a view may send in its life, each one asked
 SHOWN_MESSAGE = 300  # characters of a page's message shown in the question
 COOKIE = "run_mcp"
+
+
+# What a server says when it wants a folder it was not offered (the PDF viewer: "Allowed
+# directories: "; the filesystem server: "outside allowed directories"; "no roots").
+_WANTS_A_FOLDER = re.compile(
+    r"(?i)allowed (?:dir|directories|folders|paths|roots)|outside (?:the )?allowed|\broots?\b"
+)
+
+
+def roots_hint(server: ToolServer | None, error: str) -> tuple[str, str] | None:
+    """For a failed call whose error reads like a folder refused by a server offered no
+    folders at all: how to offer some (MCP roots), and the file to write it in. None when
+    it does not apply."""
+    if server is None or server.roots or not _WANTS_A_FOLDER.search(error):
+        return None
+    said = (
+        f"hint: '{server.name}' is offered no folders (MCP roots) and its error reads as if "
+        "it wants one (/servers shows what each server is offered): add "
+        '"roots": ["/path/to/folder"] to its entry in'
+    )
+    return said, server.config.config_file or "the file that lists it"
 
 
 class AppUI(Protocol):
@@ -102,6 +129,7 @@ class AppHost:
         self._sandbox_token = secrets.token_urlsafe(32)
         self._sandboxes: dict[int, str] = {}  # port → the server whose apps it serves
         self._refusals_told: set[tuple[str, str]] = set()  # (server, CSP entry)
+        self._roots_told: set[str] = set()  # servers told how to offer folders
         self._server = LoopbackServer(self._route, count=1)
         self._tg: TaskGroup | None = None
         self._count = 0
@@ -356,15 +384,22 @@ class AppHost:
         """Through the session's one gate (agent.loop.gate): the user's hooks, the approval
         policy, the trace and a transcript record, as for the model's own calls."""
         public = self.registry.public_name(spec.server, spec.name) or spec.name
-        if self.gate.approval.needs_approval(spec):  # say who asks before the question
+        allowed = view.own_tools_allowed and not spec.for_model
+        if self.gate.approval.needs_approval(spec) and not allowed:  # who asks, first
             self.notify(f"app {view.title} asks to run a tool:")
+
+        async def asking(decide: Callable[[], Awaitable[T]]) -> T:
+            async def for_this_view() -> T:  # runs in the front end's task: set it there
+                token = ASKING_VIEW.set(view)
+                try:
+                    return await decide()
+                finally:
+                    ASKING_VIEW.reset(token)
+
+            return await self._in_terminal(for_this_view)
+
         observation, ran = await self.gate.call_from(
-            f"app {view.title}",
-            spec,
-            public,
-            arguments,
-            notify=self.notify,
-            asking=self._in_terminal,
+            f"app {view.title}", spec, public, arguments, notify=self.notify, asking=asking
         )
         if not ran:
             self.notify(f"app {view.title}: {spec.server} › {spec.name} refused")
@@ -372,6 +407,11 @@ class AppHost:
             raise AppError(
                 REFUSED, f"not approved: '{spec.name}' on server '{spec.server}': {reason}"
             )
+        if observation.is_error and spec.server not in self._roots_told:
+            hint = roots_hint(self.registry.servers.get(spec.server), observation.text)
+            if hint is not None:
+                self._roots_told.add(spec.server)
+                self.notify(" ".join(hint))
         if observation.result is not None:
             return result_wire(observation.result)
         return error_result(strip_marker(observation.text))

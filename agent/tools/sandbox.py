@@ -32,18 +32,27 @@ def shell_policy(config: ServerConfig) -> Policy | None:
         return None
 
 
-def runs_under(config: ServerConfig, problem: str | None = None) -> str:
-    """What `config` runs under, in a few words: for /servers and /sandbox. `problem`:
-    why bubblewrap cannot sandbox in this run (then nothing is)."""
-    if config.type not in ("stdio",):
-        return "remote (runs elsewhere)"
+def runs_under(config: ServerConfig, problem: str | None = None, *, short: bool = False) -> str:
+    """What `config` runs under, for /sandbox (`short`: a /servers cell). `problem`: why
+    bubblewrap cannot sandbox in this run (then nothing is)."""
+    if config.type != "stdio":
+        return "remote" if short else "remote: runs elsewhere, not sandboxed here"
     if config.policy is not None:
-        return config.policy.summary()
+        return _words(config.policy, short)
     if (shell := shell_policy(config)) is not None:
-        return f"shell {shell.summary()}"
-    if problem is not None and (config.sandbox is not None or _bundled(config)):
-        return "off (bubblewrap unavailable)"
+        return f"shell {_words(shell, short)}"
+    wanted = config.sandbox is not None and config.sandbox.mode != "off"
+    if problem is not None and (wanted or _bundled(config)):
+        return "off (no bwrap)" if short else f"off: {problem}"
     return "off"
+
+
+def _words(policy: Policy, short: bool) -> str:
+    if not short:
+        return policy.summary()
+    if policy.mode == "off":
+        return "off"
+    return f"{policy.mode}, {'network' if policy.network else 'no network'}"
 
 
 def _bundled(config: ServerConfig) -> bool:

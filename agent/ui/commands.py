@@ -33,6 +33,7 @@ from agent.loop.react import Agent
 from agent.tools.base import ToolServer
 from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
+from agent.tools.sandbox import runs_under
 from agent.tools.toolspec import ToolSpec
 from agent.ui import listings, skill_commands
 from agent.ui.layout import Column, print_path, show_table
@@ -114,6 +115,11 @@ class SlashCommands:
                 "server status table; enable|disable NAME for this session",
                 self._servers,
                 servers,
+            ),
+            Command(
+                "sandbox",
+                "what each server (and the bundled shell) runs under, and how to widen it",
+                self._sandbox,
             ),
             Command("tasks", "running and recent tasks (tool calls run as tasks)", self._tasks),
             Command(
@@ -247,13 +253,22 @@ class SlashCommands:
             await self._switch_server(verb, name.strip())
             return
         auth = {name: self.registry.auth_words(name) for name in self.registry.servers}
-        listings.show_servers(self.console, self.registry.statuses(), auth)
+        problem = self.settings.sandbox_problem
+        sandbox = {
+            name: runs_under(server.config, problem, short=True)
+            for name, server in self.registry.servers.items()
+        }
+        listings.show_servers(self.console, self.registry.statuses(), auth, sandbox)
         for name, server in self.registry.servers.items():
             roots = server.roots
             offered = ", ".join(str(r) for r in roots) if roots else "none"
             self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
         files = ", ".join(self.settings.config_files) or "none (defaults)"
         self.console.print(Text(f"config files read: {files}", style="dim"))
+
+    async def _sandbox(self, arg: str) -> None:
+        configs = [server.config for server in self.registry.servers.values()]
+        listings.show_sandbox(self.console, configs, self.settings)
 
     async def _switch_server(self, verb: str, name: str) -> None:
         """`/servers enable|disable NAME`: for this session only (files stay as they are)."""

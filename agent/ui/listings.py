@@ -8,6 +8,7 @@ registry's tools and statuses, the catalog's listings) and print it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 
 import anyio
@@ -15,8 +16,10 @@ from mcp import types
 from rich.console import Console
 from rich.text import Text
 
+from agent.config.settings import ServerConfig, Settings
 from agent.extensions.hook_files import HookSet
 from agent.tools.base import ServerStatus
+from agent.tools.sandbox import runs_under, shell_policy
 from agent.tools.tasks import TaskState
 from agent.tools.toolspec import ToolSpec
 from agent.ui.layout import Cell, Column, Indented, show_table
@@ -168,10 +171,15 @@ def show_tool(console: Console, public: str, spec: ToolSpec, *, asks: bool) -> N
 
 
 def show_servers(
-    console: Console, statuses: Sequence[ServerStatus], auth: Mapping[str, str] | None = None
+    console: Console,
+    statuses: Sequence[ServerStatus],
+    auth: Mapping[str, str] | None = None,
+    sandbox: Mapping[str, str] | None = None,
 ) -> None:
-    """`auth`: how each remote server logs in (logged in, needs login, static header...)."""
+    """`auth`: how each remote server logs in (logged in, needs login, static header...);
+    `sandbox`: what each runs under (agent/tools/sandbox.py `runs_under`)."""
     auth = {k: v for k, v in (auth or {}).items() if v}
+    sandbox = sandbox or {}
     columns = [
         Column("server", key=True),
         Column("transport", stacked="head"),
@@ -179,6 +187,7 @@ def show_servers(
         Column("tools", stacked="head", label="tools"),
         Column("restarts", stacked="head", label="restarts"),
         *([Column("auth", label="auth")] if auth else []),
+        *([Column("sandbox", stacked="head", label="sandbox")] if sandbox else []),
         Column("last error", label="last error"),
     ]
     rows: list[list[Cell]] = []
@@ -193,6 +202,7 @@ def show_servers(
                 str(st.tool_count),
                 str(st.restarts),
                 *([Text(auth.get(st.name, ""))] if auth else []),
+                *([Text(sandbox.get(st.name, ""))] if sandbox else []),
                 Text(st.error or "", style=error_style),
             ]
         )
@@ -210,6 +220,37 @@ def show_servers(
         if st.state in ("down", "failed") and st.stderr_tail:
             console.print(Text(f"last stderr of {st.name}:", style="bold"))
             console.print(Indented(Text("\n".join(st.stderr_tail), style="dim"), 2))
+
+
+def show_sandbox(console: Console, configs: Sequence[ServerConfig], settings: Settings) -> None:
+    """/sandbox: what each server runs under, the defaults, and how to widen them."""
+    rows: list[list[Cell]] = [
+        [c.name, Text(runs_under(c, settings.sandbox_problem))] for c in configs
+    ]
+    show_table(console, [Column("server", key=True), Column("runs under")], rows)
+    own = settings.sandbox
+    said = f"[sandbox] mode = {own.mode}, network = {str(own.network).lower()}, "
+    said += f"required = {str(own.required).lower()}, servers = {str(own.servers).lower()}"
+    console.print(Text(said, style="dim"))
+    if settings.sandbox_problem:
+        console.print(Text(f"not sandboxed: {settings.sandbox_problem}", style="yellow"))
+    policy = next((p for c in configs if (p := c.policy or shell_policy(c))), None)
+    if policy is not None:
+        console.print(Text(f"read-only: {_present(policy.read_only)}", "dim"))
+        console.print(Text(f"hidden (secrets): {_present(policy.hidden)}", "dim"))
+    console.print(
+        Text(
+            "A command the sandbox stops is offered to you once with the access it lacked; "
+            'to widen it for good: [sandbox] in config.toml, or the "sandbox" key of a '
+            "server's entry (docs/sandbox.md).",
+            style="dim",
+        )
+    )
+
+
+def _present(paths: Sequence[str]) -> str:
+    """The paths that exist (only those are mounted), or "none"."""
+    return ", ".join(p for p in paths if os.path.exists(p)) or "none"
 
 
 def show_resources(

@@ -22,7 +22,7 @@ from prompt_toolkit.history import InMemoryHistory
 from rich.console import Console
 from rich.text import Text
 
-from agent.apps.host import AppHost
+from agent.apps.host import ASKING_VIEW, AppHost, roots_hint
 from agent.common.transcript import Transcript
 from agent.config.settings import Settings
 from agent.extensions.skills import Skills
@@ -37,7 +37,7 @@ from agent.ui.apps import AppFrontEnd
 from agent.ui.commands import Command, SlashCommands
 from agent.ui.forms import ask_form
 from agent.ui.inbox import AppTurn, Inbox, Work
-from agent.ui.layout import wrap_words
+from agent.ui.layout import print_path, wrap_words
 from agent.ui.render import EventRenderer, LogLines, compact_json
 from agent.ui.safe import clean
 
@@ -50,6 +50,7 @@ APPROVAL_WORDS: dict[str, Decision] = {
     "a": "always",
     "always": "always",
 }
+PAGE_CHOICE = " / this [p]age's own tools"  # offered for an app page's app-only calls
 QUIT_HINT = "(Ctrl-D or /exit to quit)"
 
 
@@ -96,6 +97,7 @@ class Repl(AppFrontEnd):
         self.can_ask = can_ask
         self.on_answer = on_answer  # None: the renderer shows it
         self._logs = LogLines(console)  # printed on `status` (see server_log)
+        self._roots_told: set[str] = set()  # servers told how to offer them folders
         self.slash = SlashCommands(
             console,
             agent,
@@ -203,6 +205,7 @@ class Repl(AppFrontEnd):
                     self.renderer.handle(event)
                     if isinstance(event, ToolCallFinished):
                         self.show_app(event)
+                        self._hint_roots(event)
                     if isinstance(event, RunFinished) and event.answer and self.on_answer:
                         self.on_answer(event.answer)
         if scope.cancelled_caught:
@@ -217,6 +220,16 @@ class Repl(AppFrontEnd):
             if self.transcript is not None:
                 self.transcript.mark("cancelled")
             self.status.print(Text("cancelled", style="yellow"))
+
+    def _hint_roots(self, event: ToolCallFinished) -> None:
+        """Once per server: a failed call that reads as a folder refused, by a server
+        offered none, says how to offer one."""
+        if not event.is_error or event.denied or event.server in self._roots_told:
+            return
+        hint = roots_hint(self.registry.servers.get(event.server), event.output)
+        if hint is not None:
+            self._roots_told.add(event.server)
+            print_path(self.status, *hint, style="yellow")
 
     @contextlib.contextmanager
     def _sigint_cancels(self, scope: anyio.CancelScope) -> Iterator[None]:
@@ -296,6 +309,10 @@ class Repl(AppFrontEnd):
         (a command padded with spaces can hide neither its start nor its tail); secrets
         are masked as everywhere else.
         """
+        view = ASKING_VIEW.get()  # a page's call: it may be allowed its own tools
+        own = view is not None and not request.spec.for_model and request.spec.server == view.server
+        if view is not None and own and view.own_tools_allowed and not request.reason:
+            return "yes"  # said once, by "[p]age"; the gate still saw and records the call
         if self._cannot_ask(f"run {request.server} › {request.tool}?", "refused"):
             return "no"
         if request.reason:  # a hook asks
@@ -304,20 +321,29 @@ class Repl(AppFrontEnd):
         if args is None:
             self.console.print(arguments.block(request.arguments, self.registry.redact))
             args = "(arguments above)"
-        text = f"Run {request.server} › {request.tool} {args}? {APPROVAL_CHOICES}: "
+        choices = APPROVAL_CHOICES + (PAGE_CHOICE if own else "")
+        text = f"Run {request.server} › {request.tool} {args}? {choices}: "
         if len(text) >= self.console.width:  # the choices on a line of their own
-            text = f"Run {request.server} › {request.tool} {args}?\n{APPROVAL_CHOICES}: "
+            text = f"Run {request.server} › {request.tool} {args}?\n{choices}: "
         while True:
             answer = await self.question(text)
             if answer is None:  # Ctrl-C or Ctrl-D: no, and the turn goes on or is cancelled
                 return "no"
+            if own and view is not None and answer.lower() in ("p", "page"):
+                view.own_tools_allowed = True
+                said = f"(app {view.title}: its calls to {view.server}'s app-only tools run "
+                said += "without asking while this page is open; each is still checked and "
+                said += "recorded)"
+                self.console.print(Text(said, style="dim"))
+                return "yes"
             decision = APPROVAL_WORDS.get(answer.lower())
             if decision is not None:
                 break
             # A typo is not an answer: a "yes" mistyped must not refuse, nor run anything.
-            said = Text(f"'{clean(answer)}' is not an answer: type y, n or a", style="yellow")
-            self.console.print(said)
-            text = f"{APPROVAL_CHOICES} (Ctrl-C cancels the turn): "
+            letters = "y, n, a or p" if own else "y, n or a"
+            said = f"'{clean(answer)}' is not an answer: type {letters}"
+            self.console.print(Text(said, style="yellow"))
+            text = f"{choices} (Ctrl-C cancels the turn): "
         if decision == "always" and self.registry.servers[request.server].config.config_file:
             hint = (
                 "(allowed for this session; /approve save remembers it in approvals.json "

@@ -7,6 +7,9 @@ page's policy, still reaches nothing the page may not.
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +17,9 @@ import pytest
 
 from tests.apps.test_apps_browser import URL, ReplProcess, app_frame, browser
 from tests.apps.test_apps_isolation import local_service, page_server
-from tests.support.cli import mcp_json
+from tests.support.cli import RUN_MCP, cli_env, mcp_json
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.terminal import Terminal
 
 __all__ = ["browser"]  # the shared fixture
 pytestmark = pytest.mark.slow
@@ -91,3 +95,56 @@ def test_a_reloaded_page_is_initialized_again_and_shows_its_result(
         finally:
             repl.kill()
     assert code == 0, "\n".join(repl.seen)
+
+
+TICKS = """
+initialized.then(async () => {
+  for (const n of [1, 2, 3]) {
+    const reply = await request("tools/call", {name: "tick", arguments: {n}});
+    show("tick" + n, reply.result ? reply.result.content[0].text : "refused");
+  }
+});
+"""
+
+
+def test_a_page_s_own_tools_are_asked_once_for_the_page_and_every_call_is_still_gated(
+    tmp_path: Path, browser: Any
+) -> None:
+    """A viewer calls its app-only tool again and again while the browser waits: the
+    question offers `[p]age`, and after it the page's own tools run unasked — each call
+    still passes the gate (recorded in the transcript with the page as its origin)."""
+    config = mcp_json(tmp_path, {"viewer": page_server(tmp_path, "viewer", TICKS)})
+    with ScriptedLLM() as llm:
+        env = cli_env(tmp_path, llm.base_url, "sk-apps-test") | {"TERM": "xterm-256color"}
+        for name in ("PYTEST_CURRENT_TEST", "COLUMNS", "LINES"):
+            env.pop(name, None)
+        command = [sys.executable, RUN_MCP, "--mcp-config", str(config), "--no-browser"]
+        terminal = Terminal(command, cwd=tmp_path, env=env, log=tmp_path / "screen.txt")
+        try:
+            terminal.wait_for(r"tools from 1 server")
+            terminal.type("/app viewer__show")
+            terminal.wait_for(r"app viewer › show: http://127\.0\.0\.1:\d+/\S+/")
+            url = re.search(r"http://127\.0\.0\.1:\d+/\S+/", terminal.screen())
+            assert url is not None
+            page = browser.new_page()
+            page.goto(url[0])
+            question = r"Run viewer › tick \{\"n\": 1\}\? .*this \[p\]age's own tools:"
+            terminal.wait_for(question)
+            terminal.type("p")
+            terminal.wait_for(r"app-only tools run without asking while this page is open")
+            app = app_frame(page)
+            for n in (1, 2, 3):
+                expect(app.locator(f"#tick{n}")).to_have_text(f"viewer tick {n}")
+            screen = terminal.save()
+            page.close()
+            terminal.type("/exit")
+            assert terminal.exit_code() == 0
+        finally:
+            terminal.close()
+    assert screen.count("Run viewer › tick") == 1, screen
+    assert screen.count("asks to run a tool") == 1, screen
+    [session] = (tmp_path / "state" / "sessions").glob("*.jsonl")
+    records = [json.loads(line) for line in session.read_text().splitlines()]
+    calls = [r for r in records if r.get("type") == "tool_call" and r.get("tool") == "tick"]
+    assert [c["arguments"]["n"] for c in calls] == [1, 2, 3], records
+    assert all(c["origin"].startswith("app viewer › show") for c in calls)

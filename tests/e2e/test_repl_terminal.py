@@ -434,3 +434,59 @@ def test_an_answer_echoing_the_envelope_shows_no_tag(
         term.type("/exit")
         assert term.exit_code() == 0
     assert "launch code 4711" in screen and "untrusted-data" not in screen, screen
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_folder_refused_by_a_server_offered_none_hints_at_roots(
+    workspace: Path, terminals: list[Terminal], size: tuple[int, int]
+) -> None:
+    """A server that opens only files in the client's roots, offered none, fails: the
+    hint says how to offer a folder; offered one, the same call reads the file."""
+    roots = {"command": sys.executable, "args": [str(SUPPORT / "roots_server.py")]}
+    config = servers_file(workspace, roots=roots)
+    path = str(workspace / "notes.txt")
+    script = [tool_calls(("roots__read_local", {"path": path})), text("could not")]
+    with ScriptedLLM(*script) as llm:
+        term = start(
+            terminals,
+            llm,
+            workspace,
+            f"roots-{size[0]}",
+            "--mcp-config",
+            str(config),
+            ready="tools from 2 server",
+            size=size,
+        )
+        term.type("read my notes")
+        term.wait_for(r"could not[ ]*" + PROMPT)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    said = " ".join(screen.split())
+    hint = (
+        "hint: 'roots' is offered no folders (MCP roots) and its error reads as if it wants "
+        'one (/servers shows what each server is offered): add "roots": ["/path/to/folder"] '
+        "to its entry in"
+    )
+    assert hint in said, screen
+    assert str(config) in screen.splitlines(), screen  # the path whole, on its own line
+
+    roots["roots"] = [str(workspace)]
+    config = servers_file(workspace, roots=roots)
+    with ScriptedLLM(tool_calls(("roots__read_local", {"path": path})), text("read")) as llm:
+        term = start(
+            terminals,
+            llm,
+            workspace,
+            f"roots-given-{size[0]}",
+            "--mcp-config",
+            str(config),
+            ready="tools from 2 server",
+            size=size,
+        )
+        term.type("read my notes")
+        term.wait_for(r"read[ ]*" + PROMPT)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    assert "launch code 4711" in screen and "hint:" not in screen, screen

@@ -6,7 +6,8 @@ the test's own script, PAGE.js, which sees `request(method, params)`, `show(id, 
 `<p id=…>` for the test to read), `initialized` (a promise: the host answered
 `ui/initialize`) and `toolResult` (a promise of the tool's text, pushed by the host). META.json
 is the page's `_meta.ui` (its csp, permissions). One tool, `show(note)`, read-only, comes
-with the page and answers "NAME says NOTE".
+with the page and answers "NAME says NOTE"; one for the page only (visibility ["app"]),
+`tick(n)`, unannotated, answers "NAME tick N".
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ def build(name: str, script: str, ui: dict[str, Any]) -> MCPServer:
     def show(note: str = "") -> str:
         """Show the page."""
         return f"{name} says {note}"
+
+    @app.tool(meta={"ui": {"resourceUri": PAGE_URI, "visibility": ["app"]}})
+    def tick(n: int = 0) -> str:
+        """For the page only, and unannotated (so asked), as most apps' own tools are."""
+        return f"{name} tick {n}"
 
     return app
 

@@ -139,6 +139,7 @@ COMMANDS = [
     "help",
     "tools",
     "servers",
+    "sandbox",
     "tasks",
     "resources",
     "prompts",
