@@ -260,13 +260,17 @@ def test_the_later_file_wins_and_the_warning_names_what_it_overrides(tmp_path: P
 def test_servers_picks_configured_servers_by_name(tmp_path: Path) -> None:
     repo, home = tmp_path / "repo", tmp_path / "home"
     repo.mkdir()
-    doc = {"mcpServers": {"envy": stdio("a"), "other": stdio("b")}}
+    doc = {"mcpServers": {"envy": stdio("a"), "other": {**stdio("b"), "enabled": False}}}
     path = place(repo, "servers.json", json.dumps(doc))
+    command = f"{PY} {ENV_SERVER}"
+    args = ["--mcp-config", str(path), "--servers", "other", "--server-command", command]
     with ScriptedLLM(text("ok")) as llm:
-        proc = run(["--mcp-config", str(path), "--servers", "other", "-p", "hi"], repo, home, llm)
+        proc = run([*args, "-p", "hi"], repo, home, llm)
     assert proc.returncode == 0, proc.stderr
     names = {t["function"]["name"] for t in llm.requests[0]["tools"]}
-    assert "other__environment" in names and "envy__environment" not in names
+    # the one named (though switched off in its file) and the command line's; not the other
+    assert {"other__environment", "main__environment"} <= names
+    assert "envy__environment" not in names
     with ScriptedLLM() as llm:
         proc = run(["--mcp-config", str(path), "--servers", "nope", "-p", "hi"], repo, home, llm)
     assert proc.returncode == 2
@@ -293,3 +297,15 @@ async def test_servers_says_which_file_each_server_came_from(tmp_path: Path) -> 
         assert await registry.connect_all() == []
         shown, _ = await drive(registry, FakeModel([]), ["/servers"], tmp_path, settings=settings)
     assert f"envy from {first}" in shown
+
+
+def test_a_note_quoting_a_files_words_shows_control_characters_escaped(tmp_path: Path) -> None:
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    doc = {"context_servers": {"x\x1b]0;pwned\x07": {"source": "extension"}}}
+    place(home, ".config/zed/settings.json", json.dumps(doc))
+    with ScriptedLLM(text("ok")) as llm:
+        proc = run(["--mcp-config", "zed", "-p", "hi"], repo, home, llm)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
+    assert "Zed's context_servers.x\\x1b]0;pwned\\x07 is a Zed extension's server" in proc.stderr
