@@ -128,7 +128,8 @@ async def test_completion_of_commands_and_servers(registry: ToolRegistry, tmp_pa
     def complete(text: str) -> list[str]:
         return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
 
-    assert complete("/se") == ["/servers"]
+    assert complete("/se") == ["/servers", "/sessions"]
+    assert complete("/ses") == ["/sessions"]
     assert sorted(complete("/tools ti")) == ["time", "time__convert_time", "time__get_current_time"]
     assert complete("/tools time__g") == ["time__get_current_time"]
     assert complete("/approve y") == ["yes"]
@@ -154,6 +155,9 @@ COMMANDS = [
     "hooks",
     "approve",
     "save",
+    "sessions",
+    "undo",
+    "redo",
     "login",
     "apps",
     "app",
@@ -182,6 +186,7 @@ async def test_each_command_completes_its_own_argument_words(
     expected = {
         "tools": [*tools, "get_current_time", "convert_time"],
         "approve": ["ask", "yes", "read-only", "save"],
+        "sessions": ["--all"],
         **{name: ["time"] for name in ("servers", "resources", "prompts", "login", "logout")},
     }
     words = {name: repl.argument_words(name) for name in COMMANDS}
