@@ -23,6 +23,7 @@ if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import (  # noqa: E402
+    batch_bench,
     compaction,
     flood,
     measures,
@@ -167,6 +168,7 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     )
     rows += attempt("task_overhead", lambda: tasks_bench.task_overhead(smoke))
     rows += attempt("modern_connect", lambda: tasks_bench.modern_connect(1 if smoke else 3))
+    rows += attempt("batch_parallel", lambda: batch_bench.batch_vs_sequential(smoke))
     rows += attempt("snapshots", lambda: snapshots.snapshot_cost(smoke))
     comparisons: list[Comparison] = []
     try:
