@@ -27,6 +27,7 @@ from bench import (  # noqa: E402
     compaction,
     flood,
     measures,
+    sandbox_bench,
     scale,
     snapshots,
     tasks_bench,
@@ -170,6 +171,7 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     rows += attempt("modern_connect", lambda: tasks_bench.modern_connect(1 if smoke else 3))
     rows += attempt("batch_parallel", lambda: batch_bench.batch_vs_sequential(smoke))
     rows += attempt("snapshots", lambda: snapshots.snapshot_cost(smoke))
+    rows += attempt("sandbox", lambda: sandbox_bench.sandbox_cost(smoke))
     comparisons: list[Comparison] = []
     try:
         comparisons.append(measures.fast_agent(state["startup"], 3, smoke))

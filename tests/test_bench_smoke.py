@@ -47,6 +47,7 @@ MEASUREMENTS = {
     "compaction_tokens",
     "snapshot_first",
     "snapshot_second",
+    "sandbox_call",
     "batch_parallel",
 }
 COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
