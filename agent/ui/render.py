@@ -437,8 +437,8 @@ class EventRenderer:
         elif event.status == "max_steps":
             self.console.print(Text(f"stopped: {event.error}", style="yellow"))
         elif event.status == "refused":
-            hint = "allow a tool with --allowed-tools NAME, or every tool with --yes"
-            self.console.print(Text(f"refused: {event.error} ({hint})", style="yellow"))
+            hint = "--allowed-tools NAME allows a tool without asking, --yes every tool"
+            self.console.print(Text(f"refused: {event.error}; {hint}", style="yellow"))
 
 
 LOG_BATCH = 200  # log lines shown per print at most (a few prints a second)
