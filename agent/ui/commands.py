@@ -230,8 +230,11 @@ class SlashCommands:
     async def _tools(self, arg: str) -> None:
         found = find_tools(self.registry.tools, arg) if arg else []
         for public, spec in found:  # in full; a server's own name may match several
-            asks = self.agent.approval.needs_approval(spec)
+            asks = self.agent.approval.needs_approval(spec, public)
             listings.show_tool(self.console, public, spec, asks=asks)
+            if self.agent.approval.hidden(spec, public):
+                said = "disallowed (--disallowed-tools): never offered to the model, never run"
+                self.console.print(Text(said, style="yellow"))
         if found:
             return
         if arg and arg not in self.registry.servers:

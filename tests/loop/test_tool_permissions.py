@@ -106,3 +106,17 @@ def test_the_policy_refuses_a_disallowed_tool_whoever_says_yes() -> None:
     anyio.run(check)
     assert policy.hidden(spec, "local__bash")
     assert ToolRules.of(["a b,c"]).allowed == ("a", "b", "c")
+
+
+def test_slash_tools_says_a_tool_is_disallowed_and_an_allowed_one_runs_without_asking(
+    tmp_path: Path,
+) -> None:
+    args = ["-i", "--disallowed-tools", "local__bash", "--allowed-tools", "local__write_file"]
+    with ScriptedLLM() as llm:
+        stdin = "/tools local__bash\n/tools local__write_file\n"
+        proc = run_cli(args, tmp_path, base_url=llm.base_url, stdin=stdin)
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stdout + proc.stderr
+    bash, write = shown.split("local__write_file", 1)
+    assert "disallowed (--disallowed-tools)" in bash
+    assert "runs without asking" in write and "disallowed" not in write
