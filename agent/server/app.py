@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import stat
 import sys
@@ -34,6 +35,7 @@ from agent.server.shell import ShellResult, run_bash
 from agent.server.workspace import Workspace
 
 OUTPUT_CAP = 100_000  # bytes of bash output kept (head + tail)
+MAX_RETRY_SHOWN = 2000  # characters of a command the sandbox's retry question shows whole
 MAX_BASH_TIMEOUT = 600.0
 READ_LIMIT = 2000  # lines per read_file call
 MAX_READ_CHARS = 200_000  # bytes of one read_file answer
@@ -270,9 +272,11 @@ def _wider(policy: Policy, denial: Denial) -> Policy | None:
 async def _allowed_once(ctx: Context | None, command: str, denial: Denial, wider: Policy) -> bool:
     """Ask the person at the agent's terminal (an elicitation) whether to run `command`
     once more with `wider`. No client that can ask, or any failure to ask, is a no."""
-    if ctx is None:
+    # The user says yes to what they read: the whole command, its long blank runs counted
+    # (padding cannot push a tail out of sight); one too long to read is not offered.
+    shown = re.sub(r"\s{16,}", lambda m: f"⟨{len(m[0]):,} blanks⟩", command)
+    if ctx is None or len(shown) > MAX_RETRY_SHOWN:
         return False
-    shown = command if len(command) <= 500 else f"{command[:250]} … {command[-250:]}"
     grant = []
     if denial.write:
         needs = denial.needs()

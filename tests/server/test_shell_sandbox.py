@@ -196,13 +196,14 @@ def test_the_repl_offers_the_denied_command_once_with_the_access_it_needed(
 ) -> None:
     """The user says yes: that one command runs again with write access to the folder it
     needed, and the model gets the second run's output; the next command is sandboxed as
-    before. The user says no: nothing runs again."""
+    before. The user says no: nothing runs again. The question shows the whole command,
+    a long run of blanks counted, so padding cannot hide its tail."""
     workspace, outside = outside_tmp / "ws", outside_tmp / "elsewhere"
     workspace.mkdir()
     outside.mkdir()
     script = [
         tool_calls(bash(f"echo once > {outside}/allowed.txt")),
-        tool_calls(bash(f"echo twice > {outside}/declined.txt")),
+        tool_calls(bash(f"echo twice >{' ' * 5000}{outside}/declined.txt")),
         text("all done"),
     ]
     with ScriptedLLM(*script) as llm:
@@ -213,6 +214,7 @@ def test_the_repl_offers_the_denied_command_once_with_the_access_it_needed(
         mark = term.mark()
         term.type("y")
         term.wait_for(r"Answer it\? \[y\]es", after=mark)
+        asked = term.screen()[mark:]
         term.type("n")
         term.wait_for(r"all done" + r"[\s\S]*" + PROMPT)
         term.type("/exit")
@@ -222,3 +224,5 @@ def test_the_repl_offers_the_denied_command_once_with_the_access_it_needed(
     first, second = tool_messages(llm.requests[1])[0], tool_messages(llm.requests[2])[1]
     assert "the user allowed it once" in first and "[exit code 0]" in first, first
     assert "The user did not allow it" in second, second
+    # the padded command's tail is in the question, its padding counted
+    assert re.search(r"echo twice >⟨5,000 blanks⟩\S*declined\.txt", asked.replace("\n", "")), asked
