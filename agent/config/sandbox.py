@@ -101,11 +101,10 @@ def _sandboxed(
         mode="read-only" if mode == "read-only" else "workspace-write",
         network=network,
         workspace=base.workspace,
-        write=tuple(_absolute(p, Path(base.workspace)) for p in write),
         read_only=base.read_only,
         hidden=base.hidden,
         bwrap=base.bwrap,
-    )
+    ).widened(_absolute(p, Path(base.workspace)) for p in write)  # `.git` listed: writable
     if bundled_main in server.args and own is None:  # its shell wraps each command itself
         if SANDBOX_FLAG in server.args:
             return server

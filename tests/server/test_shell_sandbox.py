@@ -226,3 +226,24 @@ def test_the_repl_offers_the_denied_command_once_with_the_access_it_needed(
     assert "The user did not allow it" in second, second
     # the padded command's tail is in the question, its padding counted
     assert re.search(r"echo twice >⟨5,000 blanks⟩\S*declined\.txt", asked.replace("\n", "")), asked
+
+
+def test_sandbox_settings_widen_the_shell_for_good(outside_tmp: Path) -> None:
+    """[sandbox] write (a protected folder listed there becomes writable) and network."""
+    workspace, outside = outside_tmp / "ws", outside_tmp / "elsewhere"
+    (workspace / ".git").mkdir(parents=True)
+    outside.mkdir()
+    settings = outside_tmp / "settings.toml"
+    settings.write_text(f'[sandbox]\nwrite = [".git", "{outside}"]\nnetwork = true\n')
+    command = (
+        f"touch .git/ok {outside}/ok && "
+        "python3 -c 'import socket; socket.create_connection((\"10.255.255.1\", 9), 0.2)' 2>&1 "
+        "| tail -1"
+    )
+    with ScriptedLLM(tool_calls(bash(command)), text("done")) as llm:
+        args = ["--config", str(settings), "-p", "go", "--yes"]
+        proc = run_cli(args, workspace, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    assert (workspace / ".git" / "ok").exists() and (outside / "ok").exists()
+    told = tool_messages(llm.requests[1])[0]
+    assert "Network is unreachable" not in told and "[sandbox" not in told, told
