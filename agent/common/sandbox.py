@@ -149,17 +149,14 @@ def bwrap_argv(policy: Policy, argv: list[str], cwd: str | None = None) -> list[
     line += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if policy.mode == "read-only":
         line += ["--tmpfs", "/tmp"]  # private and thrown away: tools that need scratch space
-    for path in policy.writable():
-        if os.path.exists(path):
-            line += ["--bind", path, path]
-    for path in policy.read_only:
-        if os.path.exists(path):
-            line += ["--ro-bind", path, path]
-    for path in policy.hidden:
-        if os.path.isdir(path) and not os.path.islink(path):
-            line += ["--tmpfs", path]
-        elif os.path.isfile(path):
-            line += ["--ro-bind", "/dev/null", path]
+    # Through their real paths: bwrap cannot mount onto a symlink, and a link (`config ->
+    # elsewhere`) is protected by protecting what it leads to.
+    for path in _real(policy.writable()):
+        line += ["--bind", path, path]
+    for path in _real(policy.read_only):
+        line += ["--ro-bind", path, path]
+    for path in _real(policy.hidden):
+        line += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
     if not policy.network:
         line.append("--unshare-net")
     if cwd is not None:
@@ -295,6 +292,11 @@ def _existing(path: str) -> str:
     while not current.exists() and current != current.parent:
         current = current.parent
     return str(current)
+
+
+def _real(paths: Iterable[str]) -> tuple[str, ...]:
+    """The real paths of those that exist (a dangling link is left out), once each."""
+    return _unique(os.path.realpath(p) for p in paths if os.path.exists(p))
 
 
 def _temp_dirs(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """Configuration and trust: the frozen Settings, where they come from (defaults <
 config.toml < environment < flags), mcpServers files in every client's dialect, workspace
-trust, saved approvals, the tokens logins left on disk, and the environment a child
-process inherits.
+trust, saved approvals, the tokens logins left on disk, what each server runs under (its
+sandbox), and the environment a child process inherits.
 
 May import: common only.
 """

@@ -247,3 +247,21 @@ def test_sandbox_settings_widen_the_shell_for_good(outside_tmp: Path) -> None:
     assert (workspace / ".git" / "ok").exists() and (outside / "ok").exists()
     told = tool_messages(llm.requests[1])[0]
     assert "Network is unreachable" not in told and "[sandbox" not in told, told
+
+
+def test_a_protected_folder_that_is_a_symlink_is_protected_where_it_leads(
+    outside_tmp: Path,
+) -> None:
+    """`config -> elsewhere` in the workspace: bwrap cannot mount onto a link, so the mount
+    goes to what it leads to; the shell still runs, and the folder stays read-only."""
+    workspace, target = outside_tmp / "ws", outside_tmp / "real-config"
+    workspace.mkdir()
+    target.mkdir()
+    (workspace / "config").symlink_to(target)
+    command = "echo hi > notes.txt; echo evil > config/mcp.json"
+    with ScriptedLLM(tool_calls(bash(command)), text("done")) as llm:
+        proc = run_cli(["-p", "go", "--yes"], workspace, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    assert (workspace / "notes.txt").read_text() == "hi\n"
+    assert not (target / "mcp.json").exists()
+    assert f"denied writing {workspace}/config/mcp.json" in tool_messages(llm.requests[1])[0]
