@@ -72,6 +72,12 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
         instructions=(
             f"Tools for the workspace at {ws.root}. Paths are relative to it; paths outside it "
             "are refused. Read a file before editing it; edit_file replaces exact text."
+            + (
+                f" bash runs in a sandbox ({sandbox.summary()}; .git and the agent's config "
+                "read-only; secrets hidden)."
+                if sandbox is not None and sandbox.mode != "off"
+                else ""
+            )
         ),
         log_level="WARNING",
     )

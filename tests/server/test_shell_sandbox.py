@@ -65,6 +65,8 @@ def test_the_shell_cannot_write_outside_the_workspace_and_the_model_is_told_why(
     assert (workspace / "inside.txt").read_text() == "in\n"
     assert not (outside / "x.txt").exists()
     assert not (workspace / ".git" / "hooks" / "post-commit").exists()
+    system = llm.requests[0]["messages"][0]["content"]
+    assert "bash runs in a sandbox (workspace-write: writes the workspace and temp" in system
     told = tool_messages(llm.requests[1])[0]
     assert "Read-only file system" in told
     assert f"the sandbox denied writing {outside}/x.txt" in told, told
