@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
-from agent.api import ApprovalRequest, Result, ServerUnavailable, open_agent
+from agent.api import AgentError, ApprovalRequest, Result, ServerUnavailable, open_agent
 from agent.common.redact import MASK
 from agent.loop.events import RunFinished, ToolCallFinished
 from tests.support.cli import cli_env
@@ -109,6 +110,26 @@ async def test_an_unknown_option_names_the_close_one(workspace: Path) -> None:
     with pytest.raises(TypeError, match="'max_step'.*did you mean 'max_steps'"):
         async with open_agent(max_step=3):
             pass
+    with pytest.raises(AgentError, match="--connection 'ftp'"):
+        async with open_agent(connection="ftp"):
+            pass
+
+
+async def test_a_second_turn_asked_meanwhile_waits_for_the_first(workspace: Path) -> None:
+    results: list[Result] = []
+    with ScriptedLLM(text("first answer", pace=0.05), text("second answer")) as llm:
+        async with open_agent(base_url=llm.base_url) as agent:
+
+            async def ask(text: str) -> None:
+                results.append(await agent.ask(text))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, "one")  # tasks start in order: "one" takes the turn
+                tg.start_soon(ask, "two")
+        llm.assert_complete()
+    assert [r.answer for r in results] == ["first answer", "second answer"]
+    said = [m["content"] for m in llm.messages(-1) if m["role"] != "system"]
+    assert said == ["one", "first answer", "two"]  # the second saw the first, whole
 
 
 async def test_a_required_server_that_fails_raises_server_unavailable(workspace: Path) -> None:

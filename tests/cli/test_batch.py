@@ -4,12 +4,14 @@ model answering each row by what its request holds (rows run in any order)."""
 from __future__ import annotations
 
 import json
+import signal
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import run_cli
+from tests.support.cli import cli_env, run_cli, start_cli
 from tests.support.fake_llm import ScriptedLLM, Turn, error, text, tool_calls
 from tests.support.servers import REPO_ROOT, SUPPORT
 from tests.support.terminal import Terminal, agent_env, needs_tmux, terminals, workspace
@@ -165,3 +167,32 @@ def test_a_progress_bar_counts_the_rows_at_a_terminal(
         term.wait_for(r"batch .*[12]/3 rows")  # counted while the rows run
         assert term.exit_code(timeout=60) == 0
         term.wait_for(r"batch: 3 rows: 3 answered")
+
+
+def test_ctrl_c_leaves_the_running_rows_out_so_resume_runs_them(tmp_path: Path) -> None:
+    write_rows(tmp_path, {"id": "quick", "prompt": "hello"}, {"id": "slow", "prompt": "wait"})
+
+    def slow(body: dict[str, Any]) -> Turn:
+        if prompt_of(body) == "wait" and body["messages"][-1]["role"] == "user":
+            return tool_calls(("slow__wait", {"seconds": 60}))
+        return replies(body)
+
+    server = f"{sys.executable} {SUPPORT / 'slow_server.py'}"
+    with ScriptedLLM(slow, slow) as llm:
+        env = cli_env(tmp_path, llm.base_url, "sk-e2e")
+        args = ["batch", "in.jsonl", "--out", "out.jsonl", "--server-command", server,
+                "--server-name", "slow"]  # fmt: skip
+        proc = start_cli(args, tmp_path, env)
+        try:
+            assert proc.stderr is not None
+            deadline = time.monotonic() + 60
+            while len(llm.requests) < 2:  # the slow row's call is running
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, stderr
+    assert sorted(results(tmp_path)) == ["quick"]  # the running row was not written

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import typing
 from pathlib import Path
@@ -224,3 +225,20 @@ def test_a_reader_that_closes_the_pipe_ends_the_run_cleanly(tmp_path: Path) -> N
                 proc.kill()
     assert code == 141, stderr
     assert "stdout was closed by its reader" in stderr and "Traceback" not in stderr
+
+
+def test_ctrl_c_ends_the_turn_with_its_cancelled_result_line(tmp_path: Path) -> None:
+    with ScriptedLLM(forever("la ")) as llm:
+        proc = start_cli(["-p", "sing", "--output", "stream-json"], tmp_path,
+                         cli_env(tmp_path, llm.base_url, "sk-e2e"))  # fmt: skip
+        try:
+            read_until(proc, "message")
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, stderr
+    last = json.loads(stdout.splitlines()[-1])
+    check(last)
+    assert last["type"] == "result" and last["status"] == "cancelled"
