@@ -267,3 +267,24 @@ def test_a_protected_folder_that_is_a_symlink_is_protected_where_it_leads(
     assert (workspace / "notes.txt").read_text() == "hi\n"
     assert not (target / "mcp.json").exists()
     assert f"denied writing {workspace}/config/mcp.json" in tool_messages(llm.requests[1])[0]
+
+
+def test_a_bwrap_that_cannot_create_namespaces_warns_the_same_way(outside_tmp: Path) -> None:
+    """User namespaces off: bwrap is there but fails; one warning that says so."""
+    workspace = outside_tmp / "ws"
+    workspace.mkdir()
+    fake = outside_tmp / "bin-without-bwrap"  # the folder run_without_bwrap puts on PATH
+    fake.mkdir()
+    (fake / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    )
+    (fake / "bwrap").chmod(0o755)
+    with ScriptedLLM(tool_calls(bash("echo unboxed")), text("done")) as llm:
+        proc = run_without_bwrap(workspace, llm, "-p", "go", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    [warning] = [line for line in proc.stderr.splitlines() if line.startswith("warning: sand")]
+    assert warning.startswith(
+        "warning: sandbox: bwrap cannot create namespaces here (bwrap: No permissions to "
+        "create new namespace): user namespaces may be off"
+    ), warning
+    assert "unboxed" in tool_messages(llm.requests[1])[0]
