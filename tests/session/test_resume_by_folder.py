@@ -45,30 +45,31 @@ def user_lines(request: dict) -> list[str]:
 
 
 def test_resume_continues_this_folder_s_latest_session_not_another_s(tmp_path: Path) -> None:
+    """Also: with none in this folder it says how to reach the others; `--resume --all`
+    continues the newest of any folder; `/sessions` lists this folder's, `--all` every one's
+    (one run for each, sharing the sessions)."""
     alpha, beta, gamma = projects(tmp_path)
-    script = [text("a1"), text("b1"), text("a2")]
+    script = [text("a1"), text("b1"), text("a2"), text("g1")]
     with ScriptedLLM(*script) as llm:
         assert run_in(alpha, tmp_path, llm, "-p", "alpha question").returncode == 0
         assert run_in(beta, tmp_path, llm, "-p", "beta question").returncode == 0
         again = run_in(alpha, tmp_path, llm, "-p", "and then?", "--resume")
         nothing = run_in(gamma, tmp_path, llm, "-p", "hi", "--resume")
+        anywhere = run_in(gamma, tmp_path, llm, "-p", "and so?", "--resume", "--all")
+        listed = run_in(alpha, tmp_path, llm, "-i", stdin="/sessions\n/sessions --all\n")
         llm.assert_complete()
     assert again.returncode == 0, again.stderr
     assert user_lines(llm.requests[2]) == ["alpha question", "and then?"]  # beta's came later
     assert nothing.returncode == 2
     assert "no saved session was started in this folder" in nothing.stderr
     assert "--resume --all" in nothing.stderr
-
-
-def test_resume_all_continues_the_newest_of_any_folder(tmp_path: Path) -> None:
-    alpha, beta, gamma = projects(tmp_path)
-    with ScriptedLLM(text("a1"), text("b1"), text("g1")) as llm:
-        run_in(alpha, tmp_path, llm, "-p", "alpha question")
-        run_in(beta, tmp_path, llm, "-p", "beta question")
-        proc = run_in(gamma, tmp_path, llm, "-p", "and then?", "--resume", "--all")
-        llm.assert_complete()
-    assert proc.returncode == 0, proc.stderr
-    assert user_lines(llm.requests[2]) == ["beta question", "and then?"]
+    assert anywhere.returncode == 0, anywhere.stderr
+    assert user_lines(llm.requests[3]) == ["beta question", "and so?"]  # the newest started
+    assert listed.returncode == 0, listed.stderr
+    shown = listed.stdout + listed.stderr
+    here, _, every = shown.partition("continue one: run_mcp.py --resume ID")
+    assert "alpha question" in here and "beta question" not in here and "(this one)" in here
+    assert "alpha question" in every and "beta question" in every and str(beta) in every
 
 
 def test_a_session_saved_before_folders_were_recorded_resumes_only_by_id(tmp_path: Path) -> None:
@@ -94,25 +95,6 @@ def test_a_session_saved_before_folders_were_recorded_resumes_only_by_id(tmp_pat
     assert user_lines(llm.requests[0]) == ["old question", "and then?"]
     assert "20250101-120000-abcd" in listed.stdout + listed.stderr
     assert "(not recorded)" in listed.stdout + listed.stderr
-
-
-def test_slash_sessions_lists_this_folder_s_sessions_and_all_of_them_with_all(
-    tmp_path: Path,
-) -> None:
-    alpha, beta, _ = projects(tmp_path)
-    with ScriptedLLM(text("a1"), text("b1")) as llm:
-        run_in(alpha, tmp_path, llm, "-p", "alpha question")
-        run_in(beta, tmp_path, llm, "-p", "beta question")
-        here = run_in(alpha, tmp_path, llm, "-i", stdin="/sessions\n")
-        every = run_in(alpha, tmp_path, llm, "-i", stdin="/sessions --all\n")
-        llm.assert_complete()
-    assert here.returncode == 0, here.stderr
-    shown = here.stdout + here.stderr
-    assert "alpha question" in shown and "beta question" not in shown
-    assert "(this one)" in shown and "--resume ID" in shown
-    everything = every.stdout + every.stderr
-    assert "alpha question" in everything and "beta question" in everything
-    assert str(beta) in everything
 
 
 @needs_tmux
