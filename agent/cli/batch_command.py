@@ -292,6 +292,7 @@ async def _batch(settings: Settings, plan: Plan) -> int:
         unavailable = str(refused.exceptions[0])
     finally:
         out.close()
+        _drop_unused(prepared.saved.transcript.path)
     if unavailable is not None:
         stderr.print(f"error: {unavailable}", markup=False, highlight=False)
         return 1
@@ -306,6 +307,14 @@ async def _batch(settings: Settings, plan: Plan) -> int:
             style="yellow",
         )
     return 1 if tally.failed or tally.stopped else 0
+
+
+def _drop_unused(path: Path) -> None:
+    """The batch's own session ran nothing (each row has its own): its transcript, which
+    holds only its opening record, is removed so `--resume` and listings never offer it."""
+    with contextlib.suppress(OSError):
+        if len(path.read_bytes().splitlines()) <= 1:
+            path.unlink()
 
 
 async def _run_rows(

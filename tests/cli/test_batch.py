@@ -77,6 +77,8 @@ def test_rows_run_in_parallel_over_one_set_of_servers(tmp_path: Path) -> None:
     assert all(r["status"] == "answered" and r["steps"] == 2 for r in got.values())
     assert [got[f"r{i}"]["n"] for i in range(4)] == [0, 1, 2, 3]  # other fields echoed
     assert len({r["session_id"] for r in got.values()}) == 4  # each its own conversation
+    saved = {p.stem for p in (tmp_path / "state" / "sessions").glob("*.jsonl")}
+    assert saved == {r["session_id"] for r in got.values()}  # and no empty one of the batch
     spans = [tuple(map(float, r["tool_calls"][0]["output"].split())) for r in got.values()]
     assert max(start for start, _ in spans) < min(end for _, end in spans), "rows did not overlap"
     assert len(pids.read_text().split()) == 1  # one server process for the whole batch
