@@ -18,6 +18,8 @@ PACKAGES=(
     # an app-only tool (system-monitor's poll-system-stats).
     "@modelcontextprotocol/server-system-monitor@2.0.3"
     "@modelcontextprotocol/server-basic-vanillajs@2.0.3"
+    # The reference PDF viewer (PDF.js, a data: worker, app-only tools, MCP roots).
+    "@modelcontextprotocol/server-pdf@2.0.4"
     # Real servers against real back ends (tests/tools/test_real_backends.py): PostgreSQL from
     # Debian, and Playwright driving Debian's chromium (no browser download).
     "@modelcontextprotocol/server-postgres@0.6.2"

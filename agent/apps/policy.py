@@ -124,10 +124,12 @@ def content_security_policy(ui: Mapping[str, Any]) -> str:
     """The view's CSP: the spec's restrictive default plus the declared origins.
 
     Beyond the spec's list, what the page makes itself, as the reference host
-    (ext-apps' basic-host) allows: `blob:` workers, images, fonts and media. PDF.js and
-    map libraries start their worker from a blob; a blob holds only what the page already
-    has, and a worker inherits this policy (its connect-src included), so nothing new can
-    reach out. Declared resource origins may serve workers, as they may serve scripts."""
+    (ext-apps' basic-host) allows: scripts and workers from `blob:` and `data:` URLs,
+    images, fonts and media from `blob:`. The reference PDF viewer ships PDF.js's worker as
+    a `data:` module that a `blob:` worker imports; map libraries start workers from blobs.
+    Such a URL holds only code the page already has (and may run inline anyway), and a
+    worker inherits this policy (its connect-src included), so nothing new can reach out.
+    Declared resource origins may serve workers, as they may serve scripts."""
     csp = ui.get("csp")
     csp = csp if isinstance(csp, Mapping) else {}
     res = " ".join(origins(csp, "resourceDomains"))
@@ -137,12 +139,12 @@ def content_security_policy(ui: Mapping[str, Any]) -> str:
     extra = f" {res}" if res else ""
     directives = [
         "default-src 'none'",
-        f"script-src 'self' 'unsafe-inline'{extra}",
+        f"script-src 'self' 'unsafe-inline' blob: data:{extra}",
         f"style-src 'self' 'unsafe-inline'{extra}",
         f"img-src 'self' data: blob:{extra}",
         f"font-src 'self' data: blob:{extra}",
         f"media-src 'self' data: blob:{extra}",
-        f"worker-src 'self' blob:{extra}",
+        f"worker-src 'self' blob: data:{extra}",
         f"connect-src {connect}",
         f"frame-src {frames}",
         f"base-uri {base}",

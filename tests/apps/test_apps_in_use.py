@@ -1,8 +1,10 @@
-"""MCP Apps as people use them (issue 32 #7), in Debian's chromium through `run_mcp.py -i`.
+"""MCP Apps as people use them (issue 32 #7), in Debian's chromium through `run_mcp.py`.
 
-The reference PDF viewer starts its PDF.js worker from a `blob:` URL; the page of these
-tests (tests/support/apps_page_server.py) does the same, and its worker, which inherits the
-page's policy, still reaches nothing the page may not.
+The reference PDF viewer (`@modelcontextprotocol/server-pdf`) is run as a person meets it:
+without roots its error says how to offer a folder; with one, PDF.js (its worker a `data:`
+module that a `blob:` worker imports) shows the file, its many app-only calls are asked
+once with `[p]age`, and a reload shows it again. The pages of tests/support/apps_page_server.py
+show each piece alone: a blob worker that keeps the page's policy, a reload, `[p]age`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tests.apps.test_apps_browser import URL, ReplProcess, app_frame, browser
 from tests.apps.test_apps_isolation import local_service, page_server
 from tests.support.cli import RUN_MCP, cli_env, mcp_json
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
+from tests.support.servers import npm_server_js
 from tests.support.terminal import Terminal
 
 __all__ = ["browser"]  # the shared fixture
@@ -148,3 +151,87 @@ def test_a_page_s_own_tools_are_asked_once_for_the_page_and_every_call_is_still_
     calls = [r for r in records if r.get("type") == "tool_call" and r.get("tool") == "tick"]
     assert [c["arguments"]["n"] for c in calls] == [1, 2, 3], records
     assert all(c["origin"].startswith("app viewer › show") for c in calls)
+
+
+def one_page_pdf(text: str) -> bytes:
+    """A valid one-page PDF that shows `text` (Helvetica, not embedded)."""
+    stream = f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    trailer = b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
+    return out + trailer % (len(objects) + 1, xref)
+
+
+def test_the_reference_pdf_viewer_opens_a_local_file_asks_once_and_survives_a_reload(
+    tmp_path: Path, browser: Any
+) -> None:
+    """@modelcontextprotocol/server-pdf as a person meets it: without roots its error
+    hints at them; with a folder offered, the viewer (PDF.js and its blob worker) shows the
+    file, its many read_pdf_bytes calls asked once with [p]age, and a reload shows it again."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    pdf = docs / "hello.pdf"
+    pdf.write_bytes(one_page_pdf("Hello from the PDF"))
+    entry = {"command": "node", "args": [str(npm_server_js("server-pdf")), "--stdio"]}
+    config = mcp_json(tmp_path, {"pdf": entry})
+    script = [
+        tool_calls(("pdf__display_pdf", {"url": str(pdf)})),
+        text("not shown"),
+        tool_calls(("pdf__display_pdf", {"url": str(pdf)})),
+        text("shown"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        env = cli_env(tmp_path, llm.base_url, "sk-apps-test") | {"TERM": "xterm-256color"}
+        for name in ("PYTEST_CURRENT_TEST", "COLUMNS", "LINES"):
+            env.pop(name, None)
+        command = [sys.executable, RUN_MCP, "--mcp-config", str(config), "--no-browser"]
+        terminal = Terminal(command, cwd=tmp_path, env=env, log=tmp_path / "pdf.screen.txt")
+        try:
+            terminal.wait_for(r"tools from 1 server", timeout=60)
+            terminal.type("show me hello.pdf")
+            terminal.wait_for(r"Run pdf › display_pdf")
+            terminal.type("y")
+            terminal.wait_for(r"not shown")
+            terminal.wait_for(r"'pdf' is offered no folders \(MCP roots\)")
+            terminal.type("/exit")
+            assert terminal.exit_code() == 0
+        finally:
+            terminal.close()
+        config = mcp_json(tmp_path, {"pdf": entry | {"roots": [str(docs)]}})
+        command = [sys.executable, RUN_MCP, "--mcp-config", str(config), "--no-browser"]
+        terminal = Terminal(command, cwd=tmp_path, env=env, log=tmp_path / "pdf2.screen.txt")
+        try:
+            terminal.wait_for(r"tools from 1 server", timeout=60)
+            terminal.type("show me hello.pdf")
+            terminal.wait_for(r"Run pdf › display_pdf")
+            terminal.type("y")
+            terminal.wait_for(r"app pdf › Display PDF: http://127\.0\.0\.1:\d+/\S+/")
+            url = re.findall(r"http://127\.0\.0\.1:\d+/\S+/", terminal.screen())[-1]
+            page = browser.new_page()
+            page.goto(url)
+            terminal.wait_for(r"Run pdf › read_pdf_bytes[\s\S]*this \[p\]age's own tools:")
+            terminal.type("p")
+            app = app_frame(page)
+            expect(app.get_by_text("Hello from the PDF")).to_be_visible()
+            page.reload()
+            expect(app_frame(page).get_by_text("Hello from the PDF")).to_be_visible()
+            screen = terminal.save()
+            page.close()
+            terminal.type("/exit")
+            assert terminal.exit_code() == 0
+        finally:
+            terminal.close()
+    assert screen.count("Run pdf › read_pdf_bytes") == 1, screen

@@ -21,9 +21,9 @@ def directives(csp: str) -> dict[str, str]:
 def test_no_metadata_gets_the_specs_restrictive_default() -> None:
     policy = directives(content_security_policy({}))
     assert policy["default-src"] == "'none'"
-    assert policy["script-src"] == "'self' 'unsafe-inline'"
+    assert policy["script-src"] == "'self' 'unsafe-inline' blob: data:"  # code it holds
     assert policy["img-src"] == "'self' data: blob:"
-    assert policy["worker-src"] == "'self' blob:"  # PDF.js starts its worker from a blob
+    assert policy["worker-src"] == "'self' blob: data:"  # PDF.js's worker: blob imports data
     assert policy["connect-src"] == "'none'"
     assert policy["frame-src"] == "'none'"
     assert policy["base-uri"] == "'self'"
@@ -42,7 +42,7 @@ def test_declared_origins_go_to_their_directives_only() -> None:
     }
     policy = directives(content_security_policy(ui))
     assert policy["connect-src"] == "https://api.weather.example wss://live.example:8443"
-    assert policy["script-src"] == "'self' 'unsafe-inline' https://*.cdn.example"
+    assert policy["script-src"] == "'self' 'unsafe-inline' blob: data: https://*.cdn.example"
     assert policy["style-src"].endswith("https://*.cdn.example")
     assert policy["frame-src"] == "https://player.example"
     assert "cdn.example" not in policy["connect-src"]
@@ -62,7 +62,7 @@ def test_a_server_cannot_loosen_the_policy_by_writing_it() -> None:
     assert "unsafe-eval" not in csp and "*;" not in csp and "javascript" not in csp
     policy = directives(csp)
     assert policy["connect-src"] == "'none'"
-    assert policy["script-src"] == "'self' 'unsafe-inline'"
+    assert policy["script-src"] == "'self' 'unsafe-inline' blob: data:"
     assert allow_attribute(ui) == "camera"  # unknown features are not granted
     assert granted(ui)["csp"] == {}
 
