@@ -264,7 +264,7 @@ class SlashCommands:
         listings.show_servers(self.console, self.registry.statuses(), auth, sandbox)
         for name, server in self.registry.servers.items():
             roots = server.roots
-            offered = ", ".join(str(r) for r in roots) if roots else "none"
+            offered = ", ".join(str(r) for r in roots) if roots else 'none (its entry\'s "roots")'
             self.console.print(Text(f"roots offered to {name}: {offered}", style="dim"))
         files = ", ".join(self.settings.config_files) or "none (defaults)"
         self.console.print(Text(f"config files read: {files}", style="dim"))
