@@ -116,6 +116,24 @@ def test_single_shot_answer_into_a_pipe_shows_escapes_and_hidden_characters(
     assert "ok\\u200b\\U000e0049\\U000e0047\\U000e004e done" in out
 
 
+def test_a_single_shot_answer_echoing_the_envelope_is_written_without_its_tags(
+    tmp_path: Path,
+) -> None:
+    """A small model repeats a tool's result with the envelope's tags: the person reading
+    `-p`'s answer (here in a pipe) gets the words; `--output json` keeps the answer as is."""
+    echoed = (
+        '<untrusted-data server="local" id="0badc0de">\nlaunch code 4711\n'
+        '</untrusted-data id="0badc0de">\nThat is all.'
+    )
+    with ScriptedLLM(text(echoed)) as llm:
+        done = run_cli(["-p", "hi"], tmp_path, base_url=llm.base_url, api_key=KEY)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "launch code 4711\nThat is all.\n", repr(done.stdout)
+    with ScriptedLLM(text(echoed)) as llm:
+        raw = run_cli(["-p", "hi", "--output", "json"], tmp_path, base_url=llm.base_url)
+    assert json.loads(raw.stdout)["answer"] == echoed  # data for programs: unchanged
+
+
 def test_json_output_escapes_c1_bidi_and_invisible_characters(tmp_path: Path) -> None:
     with ScriptedLLM(text(TRICKY_ANSWER)) as llm:
         done = run_cli(
