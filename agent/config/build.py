@@ -31,6 +31,7 @@ from agent.config.sandbox import resolve as resolve_sandbox
 from agent.config.saved_approvals import load as load_approvals
 from agent.config.saved_approvals import with_saved as with_saved_approvals
 from agent.config.servers import (
+    default_state_dir,
     expand_vars,
     literal_secrets,
     load_mcp_config,
@@ -87,15 +88,6 @@ def load_toml(path: Path) -> dict[str, Any]:
     secrets = [k for name, table in doc.items() for k in literal_secrets(table, "", f"[{name}]")]
     warn_if_world_readable(path, secrets)
     return doc
-
-
-def default_state_dir(environ: Mapping[str, str]) -> Path:
-    """Where sessions, logins and approvals live: $MCP_AGENT_STATE_DIR, else the XDG state
-    folder, so nothing is written into the project being worked on."""
-    if environ.get("MCP_AGENT_STATE_DIR"):
-        return Path(environ["MCP_AGENT_STATE_DIR"])
-    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "mcp-agent"
 
 
 def bundled_server(workspace: Path) -> ServerConfig:

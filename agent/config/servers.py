@@ -233,6 +233,16 @@ def is_placeholder(value: str) -> bool:
 SECRET_WARNINGS_FILE = "secret-warnings.json"  # in the state folder: files warned about
 
 
+def default_state_dir(environ: Mapping[str, str]) -> Path:
+    """Where sessions, logins and approvals live: $MCP_AGENT_STATE_DIR, else the XDG state
+    folder, so nothing is written into the project being worked on. (Here, below
+    agent/config/build.py, since the secrets warning remembers what it said there too.)"""
+    if environ.get("MCP_AGENT_STATE_DIR"):
+        return Path(environ["MCP_AGENT_STATE_DIR"])
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "mcp-agent"
+
+
 def warn_if_world_readable(path: Path, secret_keys: list[str]) -> None:
     """Secrets in a file others can read deserve a warning, not a refusal; once per file
     and content (remembered in the state folder), since a warning on every run is noise."""
@@ -253,8 +263,6 @@ def warn_if_world_readable(path: Path, secret_keys: list[str]) -> None:
 def _warned_before(path: Path) -> bool:
     """True when this file with this content was warned about; else records it now. A
     state folder that cannot be written only means the warning comes again."""
-    from agent.config.build import default_state_dir  # build imports this module
-
     try:
         key = str(path.resolve())
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -273,3 +281,4 @@ def _warned_before(path: Path) -> bool:
         record.chmod(0o600)
     except OSError:
         return False
+    return False
