@@ -105,8 +105,8 @@ Listing = Callable[[Console], None]
 async def fit_or_page(console: Console, *listings: Listing) -> None:
     """The first listing that fits on the screen, printed; when none does (at a terminal),
     the last, most compact one through the pager, so nothing scrolls out of sight unread.
-    Into a pipe or a file everything is printed whole."""
-    if not console.is_terminal:
+    Into a pipe or a file, or on a dumb terminal, everything is printed whole."""
+    if not console.is_terminal or console.is_dumb_terminal:  # no pager to drive there
         listings[0](console)
         return
     room = console.size.height - 2  # the command line above, the prompt below

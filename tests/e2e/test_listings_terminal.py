@@ -98,9 +98,13 @@ def test_listings_fit_the_terminal_and_never_cut_a_name(
     assert any(
         "@everything:demo://resource/dynamic/text/{resourceId}" in line for line in resources
     )
-    server_rows = [line.split() for line in servers]
-    assert server_rows[1][:3] == ["everything", "stdio", "ready"]  # a table at both widths
-    assert server_rows[2][:3] == ["local", "stdio", "ready"]
+    if columns == 60:  # stacked: the name heads each block
+        joined = " ".join(" ".join(servers).split())
+        assert "everything stdio · ready" in joined and "local · stdio · ready" in joined
+    else:
+        server_rows = [line.split() for line in servers]
+        assert server_rows[1][:3] == ["everything", "stdio", "ready"]
+        assert server_rows[2][:3] == ["local", "stdio", "ready"]
     if columns == 60:  # stacked: a block per row, details indented under the whole name
         assert resources[resources.index(DOC) + 1] == "  architecture.md · text/markdown"
         assert "args-prompt · everything" in prompts

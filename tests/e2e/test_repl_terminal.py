@@ -74,7 +74,7 @@ def test_a_session_at_the_terminal(
 
         mark = term.mark()
         term.type("write a file")
-        term.wait_for(r"Run local › write_file .*\? \[y\]es / \[n\]o / \[a\]lways", after=mark)
+        term.wait_for(r"Run local › write_file .*\?\s+\[y\]es / \[n\]o / \[a\]lways", after=mark)
         term.type("n")
         term.wait_for(r"denied", after=mark)
         term.wait_for(r"I did not write it\.", after=mark)
