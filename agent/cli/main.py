@@ -447,6 +447,13 @@ def main(argv: list[str] | None = None) -> int:
                 code = batch_app(run, resolve_settings)(
                     args=args[1:] or ["--help"], prog_name="run_mcp.py batch", standalone_mode=False
                 )
+        elif args[:1] == ["serve"]:  # `run_mcp.py serve`: agent/cli/serve_command.py
+            from agent.cli.serve_command import serve_app
+
+            with ending_signals_raise():
+                code = serve_app(run, resolve_settings)(
+                    args=args[1:], prog_name="run_mcp.py serve", standalone_mode=False
+                )
         elif args[:1] == ["mcp"]:  # `run_mcp.py mcp add|list|get|remove`: agent/cli/mcp_command.py
             from agent.cli.mcp_command import mcp_app
 
@@ -491,7 +498,7 @@ def _json_error(args: list[str], message: str, status: str = "error") -> None:
         for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
         if a == "--output" or a.startswith("--output=")
     }
-    if args[:1] in (["mcp"], ["trust"], ["batch"]):
+    if args[:1] in (["mcp"], ["trust"], ["batch"], ["serve"]):
         return
     if "json" in formats:
         _say(_unbegun_run(status, message), err=False)  # JSON: ASCII, escaped already

@@ -1,0 +1,505 @@
+"""`run_mcp.py serve`: the agent as an MCP server, for other agents and programs to call.
+
+One tool, `ask {prompt, session_id?}`: the agent runs the prompt with the user's configured
+servers and model and returns its answer, with `structuredContent` {answer, status,
+session_id, tool_calls, usage} (`--output json`'s fields, masked by the session's
+redactor). The 2026-07-28 protocol has no sessions of its own, so a conversation is named
+by `session_id`: a call that passes one continues it; conversations live in memory for the
+server's life, at most MAX_CONVERSATIONS (the least recently used one is closed).
+
+One session is opened as for every front end (agent.session.startup); each conversation
+is a `Session.conversation` run by the one loop. A call that needs approval is asked of
+the calling client by elicitation, through the approval policy's own callback (the gate
+decides); a client that declines, cancels or cannot be asked gets the call refused, never
+run. Progress goes to the caller when its request carried a progress token. stdio by
+default; `--http PORT` serves streamable HTTP on 127.0.0.1 unless `--host` says otherwise.
+Documented in docs/programs.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import ipaddress
+import json
+import math
+import os
+import secrets
+import typing
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from anyio.abc import TaskGroup
+from mcp.server.elicitation import render_elicitation_schema
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
+from pydantic import BaseModel, Field
+
+from agent import __version__
+from agent.cli.batch_command import NOT_BATCH
+from agent.cli.trust_command import settle
+from agent.common.errors import AgentError, ConfigError
+from agent.common.redact import Redactor
+from agent.common.signals import ended_by_signals
+from agent.config.settings import Settings
+from agent.loop.approval import ApprovalRequest, Decision
+from agent.loop.events import Event, StepStarted, ToolCallFinished, ToolCallStarted
+from agent.loop.react import Agent
+from agent.session.startup import (
+    Session,
+    Unavailable,
+    expand_refs,
+    open_session,
+    prepare_session,
+    say_declined,
+)
+from agent.ui.output import RunRecord, server_states
+from agent.ui.safe import SafeConsole
+
+MAX_CONVERSATIONS = 32  # kept in memory; the least recently used one is closed beyond
+ANSWER_WAIT = 600.0  # seconds a caller has to answer an approval before it is a no
+MAX_SHOWN_ARGUMENTS = 2000  # characters of a call's arguments an approval question shows
+SERVE_KEYS = ("answer", "status", "session_id", "tool_calls", "usage")
+LOOPBACK = frozenset({"localhost"})
+
+
+def _serve_options(
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            metavar="PORT",
+            min=0,
+            max=65535,
+            help="Serve streamable HTTP on PORT (at /mcp) instead of stdio.",
+        ),
+    ] = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            metavar="HOST",
+            help="The address --http listens on; anything but loopback lets other machines in.",
+        ),
+    ] = "127.0.0.1",
+) -> None:
+    """The serve command's own options (their signature is merged with `run`'s)."""
+
+
+def serve_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typer.Typer:
+    """The `serve` command: its own options, then every option of `run` that is not about
+    one run's input or output (`--mcp-config`, `--model`, `--yes`, …), same meaning."""
+    app = typer.Typer(
+        add_completion=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    own = inspect.signature(_serve_options, eval_str=True).parameters
+    hints = typing.get_type_hints(run, include_extras=True)
+    shared = [
+        p.replace(annotation=hints[name])
+        for name, p in inspect.signature(run).parameters.items()
+        if name not in NOT_BATCH and name not in own
+    ]
+
+    def serve(**given: Any) -> None:
+        opts = {**NOT_BATCH, **{p.name: given[p.name] for p in shared}}
+        raise typer.Exit(run_serve(opts, resolve, http=given["http"], host=given["host"]))
+
+    parameters = [*own.values(), *shared]
+    serve.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    serve.__annotations__ = {p.name: p.annotation for p in parameters}
+    serve.__doc__ = (
+        "Serve the agent as an MCP server (stdio, or --http PORT): its tool `ask` runs a "
+        "prompt and returns the answer; a session_id continues a conversation."
+    )
+    app.command()(serve)
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_serve(
+    opts: dict[str, Any], resolve: Callable[..., Settings], *, http: int | None, host: str
+) -> int:
+    if http is None and host != "127.0.0.1":
+        raise ConfigError("--host is the address of --http: pass --http PORT too")
+    environ = dict(os.environ)
+    settings = resolve(opts, environ)
+    settings = settle(
+        settings,
+        environ,
+        ask=False,
+        trusted=lambda: resolve({**opts, "trust_workspace": True}, environ),
+    )
+    try:
+        return anyio.run(ended_by_signals, _serve, settings, http, host)
+    except AgentError as exc:
+        exc.message = settings.redactor(os.environ)(exc.message)
+        raise
+
+
+@dataclass
+class Conversation:
+    """One conversation: its agent, and a lock so its turns run one at a time."""
+
+    agent: Agent
+    session_id: str
+    close: contextlib.AsyncExitStack
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class Approval(BaseModel):
+    """The approval question's form: accept runs the call; decline or cancel refuses it."""
+
+    always: bool = Field(
+        default=False,
+        description="Also allow this tool, on this server, for the rest of the conversation",
+    )
+
+
+def approval_question(request: ApprovalRequest, redact: Redactor) -> str:
+    arguments = json.dumps(request.arguments, ensure_ascii=False)
+    if len(arguments) > MAX_SHOWN_ARGUMENTS:
+        arguments = arguments[:MAX_SHOWN_ARGUMENTS] + f"… ({len(arguments):,} characters)"
+    why = f"\nWhy you are asked: {request.reason}" if request.reason else ""
+    return redact(
+        f"The agent wants to run '{request.tool}' on server '{request.server}' with "
+        f"{arguments}. Allow it?{why}"
+    )
+
+
+def decision(answer: ElicitResult | None) -> Decision:
+    """Only an accepted form approves; decline, cancel or anything else is a no."""
+    if answer is None or answer.action != "accept":
+        return "no"
+    return "always" if (answer.content or {}).get("always") is True else "yes"
+
+
+def can_elicit(ctx: Context) -> bool:
+    """Whether the caller declared form elicitation (a bare `elicitation: {}` counts)."""
+    caps = ctx.client_capabilities
+    found = caps.elicitation if caps is not None else None
+    return found is not None and (found.form is not None or found.url is None)
+
+
+def input_required(ctx: Context) -> bool:
+    """2026-07-28 and later: a question rides an InputRequiredResult and the caller retries
+    with its answer; older protocols send `elicitation/create` in the middle of the call."""
+    version = ctx.protocol_version
+    return version is not None and version >= "2026-07-28"
+
+
+@dataclass
+class Question:
+    """A call waiting for the caller's approval."""
+
+    request: ApprovalRequest
+    key: str
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    decision: Decision = "no"
+
+    def answer(self, decision: Decision) -> None:
+        self.decision = decision
+        self.answered.set()
+
+
+@dataclass
+class Done:
+    result: CallToolResult
+
+
+Out = Event | Question | Done
+
+
+class Turn:
+    """One `ask` running in the server's task group, so that on 2026-07-28 it outlives the
+    request that started it while the caller answers an approval and retries."""
+
+    def __init__(self, conversation: Conversation, elicits: bool) -> None:
+        self.conversation = conversation
+        self.elicits = elicits
+        self.token = secrets.token_urlsafe(24)  # request_state: unguessable, never parsed
+        self.out_send, self.out = anyio.create_memory_object_stream[Out](math.inf)
+        self.scope = anyio.CancelScope()
+        self.asking: Question | None = None
+        self.asked = 0
+
+    async def ask(self, request: ApprovalRequest) -> Decision:
+        """The approval policy's question: to the caller, who may not leave it unanswered
+        for ever (after ANSWER_WAIT it is a no, and the turn is ended)."""
+        if not self.elicits:
+            return "no"
+        self.asked += 1
+        question = Question(request, f"approve-{self.asked}")
+        await self.out_send.send(question)
+        with anyio.move_on_after(ANSWER_WAIT) as waited:
+            await question.answered.wait()
+        if waited.cancelled_caught:
+            self.scope.cancel()
+            return "no"
+        return question.decision
+
+
+class Conversations:
+    """The conversations callers started, by session ID, least recently used first, and
+    the turns waiting for a caller's answer, by their request_state."""
+
+    def __init__(self, session: Session, stderr: SafeConsole, tg: TaskGroup) -> None:
+        self.session = session
+        self.stderr = stderr
+        self.tg = tg
+        self.open: OrderedDict[str, Conversation] = OrderedDict()
+        self.waiting: dict[str, Turn] = {}
+
+    async def get(self, session_id: str | None) -> Conversation:
+        """The conversation `session_id` names, or a new one; an unknown ID is an error."""
+        if session_id is not None:
+            found = self.open.get(session_id)
+            if found is None:
+                raise ConfigError(
+                    f"no conversation {session_id!r} on this server (ended, or closed as one "
+                    f"of more than {MAX_CONVERSATIONS}): call ask without session_id"
+                )
+            self.open.move_to_end(session_id)
+            return found
+        stack = contextlib.AsyncExitStack()
+        agent, new_id = await stack.enter_async_context(self.session.conversation(self.stderr))
+        self.open[new_id] = Conversation(agent, new_id, stack)
+        await self._bound()
+        return self.open[new_id]
+
+    async def _bound(self) -> None:
+        """Close the least recently used idle conversations beyond MAX_CONVERSATIONS."""
+        for session_id in list(self.open):
+            if len(self.open) <= MAX_CONVERSATIONS:
+                return
+            if not self.open[session_id].lock.locked():
+                await self.open.pop(session_id).close.aclose()
+
+    async def aclose(self) -> None:
+        while self.open:
+            _, conversation = self.open.popitem(last=False)
+            await conversation.close.aclose()
+
+    def start(self, turn: Turn, prompt: str) -> None:
+        self.tg.start_soon(self._run, turn, prompt)
+
+    async def _run(self, turn: Turn, prompt: str) -> None:
+        """The turn, run by the one loop on its conversation's agent (one turn at a time)."""
+        session, conversation = self.session, turn.conversation
+        redact = session.registry.redact
+        async with turn.out_send, conversation.lock:
+            agent = conversation.agent
+            agent.approval.ask = turn.ask
+            record = RunRecord(servers=server_states(session.registry))
+            with turn.scope:
+                request = await expand_refs(session.catalog, prompt, self.stderr)
+                async with contextlib.aclosing(agent.run(request)) as events:
+                    async for event in events:
+                        record.add(event)
+                        await turn.out_send.send(event)
+            self.waiting.pop(turn.token, None)
+            record.servers = server_states(session.registry)
+            result = record.to_json(agent.run_usage, agent.session_usage)
+            data = redact.deep({"session_id": conversation.session_id, **result})
+            await turn.out_send.send(Done(tool_result(data)))
+
+
+def tool_result(data: dict[str, Any]) -> CallToolResult:
+    """`ask`'s result: the answer as text, the record's fields as structuredContent."""
+    text = data["answer"] if data["status"] == "answered" else None
+    text = text or f"status {data['status']}: {data.get('error') or 'no answer'}"
+    return CallToolResult(
+        content=[TextContent(text=text)],
+        structured_content={key: data[key] for key in SERVE_KEYS},
+        is_error=data["status"] == "error",
+    )
+
+
+def _progress_message(event: Event) -> str | None:
+    match event:
+        case StepStarted():
+            return f"step {event.step} of at most {event.max_steps}"
+        case ToolCallStarted():
+            return f"calling {event.name}"
+        case ToolCallFinished():
+            return f"{event.name} {'failed' if event.is_error else 'done'}"
+    return None
+
+
+async def follow(
+    conversations: Conversations, turn: Turn, ctx: Context
+) -> CallToolResult | InputRequiredResult:
+    """This request's part of a turn: progress as it runs, then its result, or (2026-07-28)
+    the next approval question for the caller to answer and retry with."""
+    redact = conversations.session.registry.redact
+    sent = 0
+    try:
+        async for item in turn.out:
+            match item:
+                case Done():
+                    return item.result
+                case Question() if input_required(ctx):
+                    turn.asking = item
+                    conversations.waiting[turn.token] = turn
+                    schema = render_elicitation_schema(Approval)
+                    message = approval_question(item.request, redact)
+                    params = ElicitRequestFormParams(message=message, requested_schema=schema)
+                    return InputRequiredResult(
+                        input_requests={item.key: ElicitRequest(params=params)},
+                        request_state=turn.token,
+                    )
+                case Question():
+                    item.answer(await _elicit(ctx, item, redact))
+                case _:
+                    if (said := _progress_message(item)) is not None:
+                        sent += 1
+                        await ctx.report_progress(sent, None, redact(said))
+    except anyio.get_cancelled_exc_class():
+        if conversations.waiting.get(turn.token) is not turn:
+            turn.scope.cancel()  # the caller cancelled: the turn ends with it
+        raise
+    return CallToolResult(content=[TextContent(text="the turn ended without a result")])
+
+
+async def _elicit(ctx: Context, question: Question, redact: Redactor) -> Decision:
+    """Before 2026-07-28: `elicitation/create` to the caller, mid-call; a failure is a no."""
+    try:
+        answer = await ctx.elicit(approval_question(question.request, redact), Approval)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception:
+        return "no"
+    if answer.action != "accept":
+        return "no"
+    return "always" if answer.data.always else "yes"
+
+
+async def ask_agent(
+    conversations: Conversations, ctx: Context, prompt: str, session_id: str | None
+) -> CallToolResult | InputRequiredResult:
+    """A new turn, or (a retry carrying request_state) the caller's answer to its question."""
+    if (state := ctx.request_state) is not None:
+        turn = conversations.waiting.pop(state, None)
+        if turn is None or turn.asking is None:
+            raise ConfigError("that approval was answered already or expired: call ask again")
+        answer = (ctx.input_responses or {}).get(turn.asking.key)
+        turn.asking.answer(decision(answer if isinstance(answer, ElicitResult) else None))
+        turn.asking = None
+        return await follow(conversations, turn, ctx)
+    conversation = await conversations.get(session_id)
+    turn = Turn(conversation, can_elicit(ctx))
+    conversations.start(turn, prompt)
+    return await follow(conversations, turn, ctx)
+
+
+def build_serve_server(conversations: Conversations) -> MCPServer:
+    server = MCPServer(
+        "mcp-agent",
+        title="MCP agent",
+        version=__version__,
+        log_level="WARNING",  # stderr is the user's: no line per model request
+        instructions=(
+            "ask runs an agent with its own tools on a prompt and returns its answer. Pass "
+            "the session_id of an earlier answer to continue that conversation."
+        ),
+    )
+
+    @server.tool(
+        title="Ask the agent",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False
+        ),
+    )
+    async def ask(
+        prompt: Annotated[str, Field(description="What to ask or have done", min_length=1)],
+        ctx: Context,
+        session_id: Annotated[
+            str | None,
+            Field(description="Continue this conversation (a session_id an answer gave)"),
+        ] = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """Run the agent on a prompt, with its configured tools, and return its answer
+        (structuredContent: answer, status, session_id, tool_calls, usage)."""
+        try:
+            return await ask_agent(conversations, ctx, prompt, session_id)
+        except AgentError as exc:
+            text = conversations.session.registry.redact(exc.message)
+            return CallToolResult(content=[TextContent(text=text)], is_error=True)
+
+    return server
+
+
+async def _serve(settings: Settings, http: int | None, host: str) -> int:
+    redact = settings.redactor(os.environ)
+    stderr = SafeConsole(stderr=True, redact=redact)
+    if http is not None and not is_loopback(host):
+        stderr.print(
+            f"warning: serving on {host}:{http}: other machines can reach it and run the "
+            "agent with your tools and key; bind 127.0.0.1 unless you mean that",
+            markup=False,
+            highlight=False,
+            style="yellow",
+        )
+    prepared = prepare_session(settings, stderr, None, stderr)
+    unavailable: str | None = None
+    try:
+        async with open_session(
+            prepared,
+            stderr,
+            notices=stderr,
+            prestarts=None,
+            script=True,
+            on_declined=functools.partial(say_declined, stderr, redact),
+        ) as session:
+            async with anyio.create_task_group() as tg:
+                conversations = Conversations(session, stderr, tg)
+                try:
+                    server = build_serve_server(conversations)
+                    if http is None:
+                        await server.run_stdio_async()
+                    else:
+                        await server.run_streamable_http_async(host=host, port=http)
+                finally:
+                    tg.cancel_scope.cancel()  # turns still running end with the server
+                    with anyio.CancelScope(shield=True):
+                        await conversations.aclose()
+            session.registry.hasten_shutdown()
+    except* Unavailable as refused:
+        unavailable = str(refused.exceptions[0])
+    finally:
+        _drop_unused(prepared.saved.transcript.path)
+    if unavailable is not None:
+        stderr.print(f"error: {unavailable}", markup=False, highlight=False)
+        return 1
+    return 0
+
+
+def _drop_unused(path: Path) -> None:
+    """The server's own session ran nothing (each conversation has its own): its transcript,
+    holding only its opening record, is removed so `--resume` never offers it."""
+    with contextlib.suppress(OSError):
+        if len(path.read_bytes().splitlines()) <= 1:
+            path.unlink()
