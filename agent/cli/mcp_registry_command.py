@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from agent.cli.mcp_command import describe, read_doc, servers_of, write_doc
+from agent.cli.mcp_files import describe, read_doc, servers_of, write_doc
 from agent.common.errors import ConfigError
 from agent.config.files import user_config_dir
 from agent.config.servers import parse_server
