@@ -116,6 +116,7 @@ def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
         cli_server=server,
         environ=environ,
         flags=flags,
+        workspace=opts.get("workspace"),  # `acp`: each session's cwd
         trust_workspace=opts["trust_workspace"],
         ask_input=ask_at_terminal if sys.stdin.isatty() else None,
         only=tuple(n.strip() for n in (opts.get("servers") or "").split(",") if n.strip()),
@@ -454,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
                 code = serve_app(run, resolve_settings)(
                     args=args[1:], prog_name="run_mcp.py serve", standalone_mode=False
                 )
+        elif args[:1] == ["acp"]:  # `run_mcp.py acp`, for editors: agent/cli/acp_command.py
+            from agent.cli.acp_command import acp_app
+
+            with ending_signals_raise():
+                code = acp_app(run, resolve_settings)(
+                    args=args[1:], prog_name="run_mcp.py acp", standalone_mode=False
+                )
         elif args[:1] == ["mcp"]:  # `run_mcp.py mcp add|list|get|remove`: agent/cli/mcp_command.py
             from agent.cli.mcp_command import mcp_app
 
@@ -498,7 +506,7 @@ def _json_error(args: list[str], message: str, status: str = "error") -> None:
         for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
         if a == "--output" or a.startswith("--output=")
     }
-    if args[:1] in (["mcp"], ["trust"], ["batch"], ["serve"]):
+    if args[:1] in (["mcp"], ["trust"], ["batch"], ["serve"], ["acp"]):
         return
     if "json" in formats:
         _say(_unbegun_run(status, message), err=False)  # JSON: ASCII, escaped already

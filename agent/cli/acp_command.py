@@ -1,0 +1,389 @@
+"""`run_mcp.py acp`: the agent as an Agent Client Protocol (ACP) agent over stdio, for
+editors (Zed's `agent_servers`, and the JetBrains and Neovim plugins) that drive it.
+
+The protocol is the official SDK's (`acp`, agent-client-protocol on PyPI): JSON-RPC on
+stdin/stdout, each request handled in a task of its own. Each `session/new` opens one
+session as every front end does (agent.session.startup `prepare_session` /
+`open_session`), in a task of this process's that holds it until stdin ends: the
+settings are resolved for the session's `cwd` (its own files only when that folder is
+trusted, as for any run) and the editor's `mcpServers` are connected beside the user's
+configured servers. A `session/prompt` is one turn of the one loop (`Agent.run`); its
+events become `session/update` notifications (agent.cli.acp_updates). A call that needs
+approval is asked of the editor with `session/request_permission` through the approval
+policy's callback, so the gate decides as for every call. Documented in docs/programs.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import os
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import typer
+from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp.interfaces import Agent as AcpInterface
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    Implementation,
+    InitializeResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    ToolCallUpdate,
+)
+from anyio.abc import TaskGroup, TaskStatus
+
+from agent import __version__
+from agent.cli.acp_updates import TurnUpdates, prompt_text, title_and_kind
+from agent.cli.trust_command import settle
+from agent.common.errors import AgentError, ConfigError
+from agent.common.signals import ended_by_signals
+from agent.config.build import BUNDLED_MAIN, BUNDLED_SERVER_NAME
+from agent.config.files import user_config_dir
+from agent.config.sandbox import resolve as resolve_sandbox
+from agent.config.settings import ServerConfig, Settings
+from agent.loop.approval import ApprovalRequest, Decision
+from agent.session.startup import Session, expand_refs, open_session, prepare_session, say_declined
+from agent.ui.safe import SafeConsole
+
+# `run`'s options that are about one run's input or output: not options of `acp`.
+NOT_ACP = {
+    "prompt": None,
+    "interactive": False,
+    "output": "text",
+    "input_format": "text",
+    "resume": None,
+    "login": None,
+    "version": False,
+}
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
+    "allow_once",
+    "allow_always",
+    "reject_once",
+    "reject_always",
+)
+PERMISSION_OPTIONS = [
+    PermissionOption(option_id=ALLOW_ONCE, name="Allow once", kind="allow_once"),
+    PermissionOption(option_id=ALLOW_ALWAYS, name="Allow always", kind="allow_always"),
+    PermissionOption(option_id=REJECT_ONCE, name="Reject once", kind="reject_once"),
+    PermissionOption(option_id=REJECT_ALWAYS, name="Reject always", kind="reject_always"),
+]
+DECISIONS: dict[str, Decision] = {ALLOW_ONCE: "yes", ALLOW_ALWAYS: "always"}
+INVALID_PARAMS = -32602
+
+
+def acp_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typer.Typer:
+    """The `acp` command: every option of `run` that is not about one run's input or
+    output (`--mcp-config`, `--model`, `--yes`, …), same meaning, for every session."""
+    app = typer.Typer(
+        add_completion=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    hints = typing.get_type_hints(run, include_extras=True)
+    shared = [
+        p.replace(annotation=hints[name])
+        for name, p in inspect.signature(run).parameters.items()
+        if name not in NOT_ACP
+    ]
+
+    def acp(**given: Any) -> None:
+        opts = {**NOT_ACP, **{p.name: given[p.name] for p in shared}}
+        raise typer.Exit(run_acp(opts, resolve))
+
+    acp.__signature__ = inspect.Signature(shared)  # type: ignore[attr-defined]
+    acp.__annotations__ = {p.name: p.annotation for p in shared}
+    acp.__doc__ = (
+        "Serve the Agent Client Protocol on stdin/stdout, for an editor (Zed's "
+        "agent_servers) to drive: a session per session/new, in its cwd, with its MCP servers."
+    )
+    app.command()(acp)
+    return app
+
+
+def run_acp(opts: dict[str, Any], resolve: Callable[..., Settings]) -> int:
+    environ = dict(os.environ)
+    settings = resolve(opts, environ)  # what is wrong with the options ends it here
+    try:
+        return anyio.run(ended_by_signals, _serve, opts, resolve, environ, settings)
+    except AgentError as exc:
+        exc.message = settings.redactor(os.environ)(exc.message)
+        raise
+
+
+async def _serve(
+    opts: dict[str, Any],
+    resolve: Callable[..., Settings],
+    environ: dict[str, str],
+    settings: Settings,
+) -> int:
+    stderr = SafeConsole(stderr=True, redact=settings.redactor(os.environ))
+    async with anyio.create_task_group() as tg:
+        agent = AcpAgent(opts, resolve, environ, tg, stderr)
+        try:
+            # The methods we support; the SDK's router answers others with method-not-found.
+            await run_agent(typing.cast(AcpInterface, agent))  # until stdin ends
+        finally:
+            agent.close_all()  # each session's task closes what it opened
+    return 0
+
+
+@dataclass
+class Live:
+    """One ACP session: the session core's Session, held open by its own task."""
+
+    session: Session
+    closed: anyio.Event
+    stderr: SafeConsole
+    turn: anyio.CancelScope | None = None
+    rejected: set[tuple[str, str]] = field(default_factory=set)  # "reject always"
+    asked: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # call ids shown
+
+
+class AcpAgent:
+    """The ACP agent side (acp.interfaces.Agent): the methods we support; the SDK answers
+    any other with method-not-found."""
+
+    def __init__(
+        self,
+        opts: dict[str, Any],
+        resolve: Callable[..., Settings],
+        environ: dict[str, str],
+        tg: TaskGroup,
+        stderr: SafeConsole,
+    ) -> None:
+        self.opts, self.resolve, self.environ, self.tg, self.stderr = (
+            opts,
+            resolve,
+            environ,
+            tg,
+            stderr,
+        )
+        self.sessions: dict[str, Live] = {}
+        self.client: Client | None = None
+        self.ids = itertools.count(1)
+
+    def on_connect(self, conn: Client) -> None:
+        self.client = conn
+
+    def close_all(self) -> None:
+        for live in self.sessions.values():
+            live.closed.set()
+
+    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+        """Protocol 1; MCP over stdio (always) and http/sse; text and embedded resources
+        in prompts. No loadSession: sessions are not loaded from transcripts here."""
+        capabilities = AgentCapabilities(
+            load_session=False,
+            mcp_capabilities=McpCapabilities(http=True, sse=True),
+            prompt_capabilities=PromptCapabilities(embedded_context=True),
+        )
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=capabilities,
+            agent_info=Implementation(name="mcp-agent", title="MCP agent", version=__version__),
+        )
+
+    async def authenticate(self, method_id: str, **_: Any) -> None:
+        return None  # no auth methods offered: the model's key comes from the settings
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> NewSessionResponse:
+        try:
+            settings = await anyio.to_thread.run_sync(self._settings, cwd, mcp_servers or [])
+        except ConfigError as exc:
+            raise RequestError(INVALID_PARAMS, self.stderr.redact(exc.message)) from None
+        opened = await self.tg.start(self._hold, settings)
+        if isinstance(opened, BaseException):
+            raise RequestError(-32603, self.stderr.redact(_message(opened))) from None
+        live: Live = opened
+        session_id = live.session.saved.transcript.session_id
+        live.session.agent.approval.ask = functools.partial(self._ask, session_id)
+        self.sessions[session_id] = live
+        return NewSessionResponse(session_id=session_id)
+
+    def _settings(self, cwd: str, given: list[Any]) -> Settings:
+        """The settings for a session in `cwd`: its own files read only when trusted (the
+        one rule of every run), the editor's servers beside the configured ones."""
+        root = Path(cwd)
+        if not root.is_absolute() or not root.is_dir():
+            raise ConfigError(f"cwd {cwd!r}: must be an existing absolute folder")
+        opts = {**self.opts, "workspace": root}
+        settings = self.resolve(opts, self.environ)
+        settings = settle(
+            settings,
+            self.environ,
+            ask=False,
+            trusted=lambda: self.resolve({**opts, "trust_workspace": True}, self.environ),
+        )
+        extra = [editor_server(entry, root) for entry in given]
+        if not extra:
+            return settings
+        kept = [s for s in settings.servers if not _is_fallback(s)]  # the bundled default
+        taken = {s.name: s for s in kept}
+        for server in extra:
+            if (clash := taken.get(server.name)) is not None:
+                where = clash.config_file or "the command line"
+                raise ConfigError(
+                    f"mcpServers: '{server.name}' is also configured in {where}: rename one"
+                )
+            taken[server.name] = server
+        hide = [str(settings.state_dir)]
+        if (user := user_config_dir(self.environ)) is not None:
+            hide.append(str(user))
+        sandboxed, _ = resolve_sandbox(
+            extra,
+            settings.sandbox,
+            root=settings.workspace,
+            environ=self.environ,
+            hide=hide,
+            protect=settings.config_files,
+            bundled_main=str(BUNDLED_MAIN),
+        )
+        return settings.model_copy(update={"servers": (*kept, *sandboxed)})
+
+    async def _hold(self, settings: Settings, *, task_status: TaskStatus[Any]) -> None:
+        """Open one session and hold it until stdin ends; what kept it from opening goes
+        back to `new_session` (the other sessions go on)."""
+        stderr = SafeConsole(stderr=True, redact=settings.redactor(os.environ))
+        started = False
+        try:
+            prepared = prepare_session(settings, stderr, None, stderr)
+            async with open_session(
+                prepared,
+                stderr,
+                notices=stderr,
+                prestarts=None,
+                script=True,
+                on_declined=functools.partial(say_declined, stderr, stderr.redact),
+            ) as session:
+                live = Live(session, anyio.Event(), stderr)
+                task_status.started(live)
+                started = True
+                await live.closed.wait()
+                session.registry.hasten_shutdown()
+        except Exception as exc:
+            if started:
+                raise
+            task_status.started(exc)
+
+    def _live(self, session_id: str) -> Live:
+        live = self.sessions.get(session_id)
+        if live is None:
+            raise RequestError(INVALID_PARAMS, f"no session {session_id!r}: call session/new")
+        return live
+
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
+        live = self._live(session_id)
+        if live.turn is not None:
+            raise RequestError(-32600, "a prompt is already running in this session")
+        assert self.client is not None
+        text = prompt_text(prompt)
+        if not text.strip():
+            raise RequestError(INVALID_PARAMS, "the prompt is empty: send a text block")
+        updates = TurnUpdates(self.client, session_id, live.session.registry, live.asked)
+        with anyio.CancelScope() as scope:
+            live.turn = scope
+            try:
+                request = await expand_refs(live.session.catalog, text, live.stderr)
+                stop = await updates.run(live.session.agent, request)
+            finally:
+                live.turn = None
+        if scope.cancel_called:
+            return PromptResponse(stop_reason="cancelled")
+        return PromptResponse(stop_reason=stop)
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        live = self.sessions.get(session_id)
+        if live is not None and live.turn is not None:
+            live.turn.cancel()
+            live.session.requests.cancel_in_flight()
+
+    async def _ask(self, session_id: str, request: ApprovalRequest) -> Decision:
+        """The approval policy's question, put to the editor: the call is shown as a
+        pending tool call and the user picks an option; "reject always" is remembered for
+        the session, "allow always" by the policy as /approve's "always" is."""
+        live = self._live(session_id)
+        key = (request.server, request.tool)
+        if key in live.rejected:
+            return "no"
+        assert self.client is not None
+        call_id = f"ask-{next(self.ids)}"
+        live.asked.setdefault(TurnUpdates.key(request.public_name, request.arguments), []).append(
+            call_id
+        )
+        title, kind = title_and_kind(request.spec, request.public_name)
+        redact = live.session.registry.redact
+        arguments = redact.deep(request.arguments)
+        await self.client.session_update(
+            session_id=session_id,
+            update=TurnUpdates.started(call_id, title, kind, arguments, "pending"),
+        )
+        answer = await self.client.request_permission(
+            session_id=session_id,
+            tool_call=ToolCallUpdate(
+                tool_call_id=call_id, title=title, kind=kind, status="pending", raw_input=arguments
+            ),
+            options=PERMISSION_OPTIONS,
+        )
+        outcome = answer.outcome
+        if not isinstance(outcome, AllowedOutcome):  # cancelled: the call does not run
+            return "no"
+        if outcome.option_id == REJECT_ALWAYS:
+            live.rejected.add(key)
+        return DECISIONS.get(outcome.option_id, "no")
+
+
+def editor_server(entry: Any, cwd: Path) -> ServerConfig:
+    """One of `session/new`'s mcpServers as our ServerConfig: stdio (run in the session's
+    cwd), http or sse."""
+    kind = getattr(entry, "type", None)
+    if kind in ("http", "sse"):
+        headers = {h.name: h.value for h in entry.headers}
+        if not str(entry.url).startswith(("http://", "https://")):
+            raise ConfigError(f"mcpServers: '{entry.name}': url must start with http(s)://")
+        return ServerConfig(name=entry.name, type=kind, url=entry.url, headers=headers)
+    if kind is None and hasattr(entry, "command"):
+        env = {v.name: v.value for v in entry.env}
+        return ServerConfig(
+            name=entry.name,
+            type="stdio",
+            command=entry.command,
+            args=tuple(entry.args),
+            env=env,
+            cwd=str(cwd),
+        )
+    raise ConfigError(
+        f"mcpServers: '{getattr(entry, 'name', '?')}': type {kind!r} is not supported "
+        "(stdio, http or sse)"
+    )
+
+
+def _is_fallback(server: ServerConfig) -> bool:
+    """The bundled server a run gets when nothing is configured (not when it is named)."""
+    return (
+        server.name == BUNDLED_SERVER_NAME
+        and server.config_file is None
+        and str(BUNDLED_MAIN) in server.args
+        and not server.required
+    )
+
+
+def _message(exc: BaseException) -> str:
+    """What kept a session from opening, in one line (the first of a group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = getattr(exc, "message", None) or str(exc)
+    return f"the session could not open: {text}"

@@ -1,0 +1,281 @@
+"""`run_mcp.py acp` as an editor drives it: the official ACP SDK's client side spawns the
+agent, which runs on the scripted model with the bundled server handed over in
+`session/new`'s mcpServers (docs/programs.md, "run_mcp.py acp")."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import typing
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from acp import RequestError, text_block
+from acp.interfaces import Client
+from acp.schema import (
+    AgentMessageChunk,
+    AllowedOutcome,
+    DeniedOutcome,
+    EmbeddedResourceContentBlock,
+    McpServerStdio,
+    PermissionOption,
+    RequestPermissionResponse,
+    TextResourceContents,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+)
+from acp.stdio import spawn_agent_process
+
+from agent.config.build import BUNDLED_MAIN
+from tests.support.cli import RUN_MCP, cli_env
+from tests.support.fake_llm import ScriptedLLM, error, forever, text, tool_calls
+
+pytestmark = pytest.mark.anyio
+SECRET = "sk-acp-secret"
+EDIT = {"path": "notes.txt", "old_text": "hello", "new_text": "changed"}
+
+
+class Editor:
+    """The editor's side: records every update, answers each permission request with the
+    next of `answers` (an option id, or None: cancelled)."""
+
+    def __init__(self, *answers: str | None) -> None:
+        self.answers = list(answers)
+        self.asked: list[tuple[ToolCallUpdate, list[PermissionOption]]] = []
+        self.updates: list[Any] = []
+        self.chunk = anyio.Event()
+
+    async def request_permission(
+        self, options: list[PermissionOption], session_id: str, tool_call: ToolCallUpdate, **_: Any
+    ) -> RequestPermissionResponse:
+        self.asked.append((tool_call, options))
+        answer = self.answers.pop(0)
+        if answer is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=answer)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        self.updates.append(update)
+        if isinstance(update, AgentMessageChunk):
+            self.chunk.set()
+
+    def of(self, kind: type) -> list[Any]:
+        return [u for u in self.updates if isinstance(u, kind)]
+
+    def answer(self) -> str:
+        return "".join(u.content.text for u in self.of(AgentMessageChunk))
+
+
+def files_server(root: Path) -> McpServerStdio:
+    """The bundled server as the editor hands it over, serving `root`."""
+    args = ["-P", str(BUNDLED_MAIN), "--root", str(root)]
+    return McpServerStdio(name="files", command=sys.executable, args=args, env=[])
+
+
+@contextlib.asynccontextmanager
+async def agent(tmp_path: Path, editor: Editor, llm: ScriptedLLM, *args: str) -> AsyncIterator[Any]:
+    """`run_mcp.py acp` spawned by the SDK's client; its stderr to a file (read on failure)."""
+    env = cli_env(tmp_path, llm.base_url, SECRET)
+    with (tmp_path / "acp.stderr").open("wb") as err:
+        async with spawn_agent_process(
+            typing.cast(Client, editor),
+            sys.executable,
+            str(RUN_MCP),
+            "acp",
+            *args,
+            env=env,
+            cwd=tmp_path,
+            transport_kwargs={"stderr": err},
+        ) as (conn, _process):
+            init = await conn.initialize(protocol_version=1)
+            assert init.protocol_version == 1
+            yield conn
+
+
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("hello")
+    return root
+
+
+def offered(llm: ScriptedLLM, index: int = -1) -> set[str]:
+    return {t["function"]["name"] for t in llm.requests[index].get("tools", [])}
+
+
+async def test_initialize_says_what_we_have(tmp_path: Path) -> None:
+    with ScriptedLLM() as llm:
+        env = cli_env(tmp_path, llm.base_url, SECRET)
+        editor = typing.cast(Client, Editor())
+        async with spawn_agent_process(
+            editor, sys.executable, str(RUN_MCP), "acp", env=env, cwd=tmp_path
+        ) as (conn, _):
+            init = await conn.initialize(protocol_version=1)
+    caps = init.agent_capabilities
+    assert init.protocol_version == 1 and caps is not None
+    assert caps.load_session is False
+    assert caps.mcp_capabilities is not None and caps.mcp_capabilities.http is True
+    assert caps.prompt_capabilities is not None
+    assert caps.prompt_capabilities.embedded_context is True
+    assert caps.prompt_capabilities.image is False
+
+
+async def test_an_allowed_call_runs_and_streams_a_rejected_one_does_not_run(
+    tmp_path: Path,
+) -> None:
+    root = workspace(tmp_path)
+    write = ("files__write_file", {"path": "made.txt", "content": "yes"})
+    denied = ("files__write_file", {"path": "never.txt", "content": "no"})
+    script = [tool_calls(write), text("Written."), tool_calls(denied), text("Not written.")]
+    editor = Editor("allow_once", "reject_once")
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            first = await conn.prompt(session_id=session.session_id, prompt=[text_block("write")])
+            assert first.stop_reason == "end_turn"
+            assert (root / "made.txt").read_text() == "yes"
+            shown = list(editor.updates)
+            second = await conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
+    assert second.stop_reason == "end_turn"
+    assert not (root / "never.txt").exists()  # rejected: it did not run
+    # The model was offered the editor's server's tools.
+    assert "files__write_file" in offered(llm, 0)
+    # The asked call: shown pending (kind from its annotations), asked with four options.
+    call, options = editor.asked[0]
+    assert call.kind == "edit" and call.status == "pending"
+    assert call.raw_input == {"path": "made.txt", "content": "yes"}
+    kinds = ["allow_once", "allow_always", "reject_once", "reject_always"]
+    assert [o.kind for o in options] == kinds
+    [start] = [u for u in shown if isinstance(u, ToolCallStart)]
+    assert start.tool_call_id == call.tool_call_id and start.status == "pending"
+    progress = [u for u in shown if isinstance(u, ToolCallProgress)]
+    assert [u.status for u in progress] == ["in_progress", "completed"]
+    assert all(u.tool_call_id == call.tool_call_id for u in progress)
+    assert progress[-1].content and "made.txt" in progress[-1].content[0].content.text
+    assert "Written." in "".join(u.content.text for u in shown if isinstance(u, AgentMessageChunk))
+    # The rejected one ends failed, and the model is told the user declined.
+    last = editor.of(ToolCallProgress)[-1]
+    assert last.status == "failed" and "declined" in last.content[0].content.text
+    assert "declined" in json.dumps(llm.messages(-1))
+    assert editor.answer().endswith("Not written.")
+
+
+async def test_always_is_remembered_and_a_cancelled_question_does_not_run(
+    tmp_path: Path,
+) -> None:
+    root = workspace(tmp_path)
+
+    def write(name: str) -> Any:
+        return tool_calls(("files__write_file", {"path": name, "content": "x"}))
+
+    script = [write("a.txt"), text("1"), write("b.txt"), text("2")]
+    script += [tool_calls(("files__edit_file", EDIT)), text("3")]
+    editor = Editor("allow_always", None)
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            for word in ("one", "two"):  # allowed always: asked once, both run
+                await conn.prompt(session_id=session.session_id, prompt=[text_block(word)])
+            assert len(editor.asked) == 1
+            assert (root / "a.txt").exists() and (root / "b.txt").exists()
+            # Another tool is asked again; the question cancelled: the call does not run.
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("three")])
+    assert len(editor.asked) == 2 and editor.asked[1][0].raw_input == EDIT
+    assert (root / "notes.txt").read_text() == "hello"
+    llm.assert_complete()
+
+
+async def test_reject_always_is_not_asked_again(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    edit = tool_calls(("files__edit_file", EDIT))
+    editor = Editor("reject_always")
+    with ScriptedLLM(edit, text("no"), edit, text("still no")) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            for word in ("one", "two"):
+                await conn.prompt(session_id=session.session_id, prompt=[text_block(word)])
+    assert len(editor.asked) == 1  # the second call was refused without asking
+    assert (root / "notes.txt").read_text() == "hello"
+    assert [u.status for u in editor.of(ToolCallProgress)].count("failed") == 2
+
+
+async def test_cancel_ends_the_running_turn(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    editor = Editor()
+    with ScriptedLLM(forever("thinking "), text("after")) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[])
+            async with anyio.create_task_group() as tg:
+                results: list[Any] = []
+
+                async def ask() -> None:
+                    prompt = [text_block("go")]
+                    results.append(await conn.prompt(session_id=session.session_id, prompt=prompt))
+
+                tg.start_soon(ask)
+                with anyio.fail_after(30):
+                    await editor.chunk.wait()
+                await conn.cancel(session_id=session.session_id)
+            assert results[0].stop_reason == "cancelled"
+            # The session goes on: the next prompt is answered.
+            after = await conn.prompt(session_id=session.session_id, prompt=[text_block("more")])
+    assert after.stop_reason == "end_turn" and editor.answer().endswith("after")
+
+
+async def test_a_resource_is_read_as_text_and_an_untrusted_cwd_keeps_its_servers(
+    tmp_path: Path,
+) -> None:
+    root = workspace(tmp_path)
+    project = {"mcpServers": {"proj": {"command": sys.executable, "args": ["-c", "pass"]}}}
+    (root / ".mcp.json").write_text(json.dumps(project))
+    resource = EmbeddedResourceContentBlock(
+        type="resource",
+        resource=TextResourceContents(uri="file:///ws/notes.txt", text="the notes say 42"),
+    )
+    editor = Editor()
+    with ScriptedLLM(text(f"Read it. The key is {SECRET} there.", chunk=3)) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            done = await conn.prompt(
+                session_id=session.session_id, prompt=[text_block("what?"), resource]
+            )
+    assert done.stop_reason == "end_turn"
+    sent = json.dumps(llm.messages(-1))
+    assert "the notes say 42" in sent and "file:///ws/notes.txt" in sent
+    # The folder is not trusted: its own .mcp.json was not read, the editor's server was.
+    tools = offered(llm)
+    assert "files__read_file" in tools and not any(t.startswith("proj") for t in tools)
+    assert "local__read_file" not in tools  # no fallback server beside the editor's
+    # A secret in the answer, streamed in pieces, reaches the editor masked.
+    assert SECRET not in json.dumps([u.model_dump() for u in editor.updates])
+    assert editor.answer().startswith("Read it. The key is ") and "there." in editor.answer()
+
+
+async def test_stop_reasons_and_what_a_session_refuses(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    configured = tmp_path / "xdg-config" / "mcp-agent" / "mcp.json"
+    configured.parent.mkdir(parents=True)
+    args = ["-P", str(BUNDLED_MAIN), "--root", str(root)]
+    configured.write_text(
+        json.dumps({"mcpServers": {"files": {"command": sys.executable, "args": args}}})
+    )
+    script = [tool_calls(("files__list_dir", {})), error(400, "the model is broken")]
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, Editor(), llm, "--max-steps", "1") as conn:
+            # The editor's server may not take a configured server's name; cwd must exist.
+            with pytest.raises(RequestError, match="'files' is also configured in"):
+                await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            with pytest.raises(RequestError, match="must be an existing absolute folder"):
+                await conn.new_session(cwd="relative/dir", mcp_servers=[])
+            session = await conn.new_session(cwd=str(root), mcp_servers=[])
+            steps = await conn.prompt(session_id=session.session_id, prompt=[text_block("list")])
+            assert steps.stop_reason == "max_turn_requests"
+            with pytest.raises(RequestError, match="the model is broken"):
+                await conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
