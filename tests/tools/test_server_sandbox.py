@@ -74,7 +74,7 @@ def folders() -> Iterator[tuple[Path, Path]]:
     shutil.rmtree(base, ignore_errors=True)
 
 
-def probe_run(workspace: Path, entry_extra: dict[str, Any]) -> tuple[Any, ScriptedLLM]:
+def probe_run(workspace: Path, entry_extra: dict[str, Any], *args: str) -> tuple[Any, ScriptedLLM]:
     """The probe server configured with `entry_extra`; the model writes inside, outside,
     and dials a public address."""
     script = workspace.parent / "probe.py"
@@ -88,8 +88,8 @@ def probe_run(workspace: Path, entry_extra: dict[str, Any]) -> tuple[Any, Script
         ("probe__dial", {"host": "10.255.255.1", "port": 80}),
     )
     with ScriptedLLM(calls, text("done")) as llm:
-        args = ["--mcp-config", str(config), "-p", "go", "--yes", "--output", "json"]
-        proc = run_cli(args, workspace, base_url=llm.base_url)
+        argv = [*args, "--mcp-config", str(config), "-p", "go", "--yes", "--output", "json"]
+        proc = run_cli(argv, workspace, base_url=llm.base_url)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout), llm
 
@@ -114,6 +114,22 @@ def test_the_same_server_without_a_sandbox_writes_outside(folders: tuple[Path, P
     _, llm = probe_run(workspace, {})
     assert (elsewhere / "x.txt").read_text() == "written"
     assert "wrote" in tool_messages(llm.requests[1])[1]
+
+
+def test_servers_true_sandboxes_a_server_without_its_own_and_write_widens_one(
+    folders: tuple[Path, Path],
+) -> None:
+    """[sandbox] servers = true: every stdio server runs under [sandbox] mode; an entry's
+    `write` lets that server write one more folder (the network stays off)."""
+    workspace, elsewhere = folders
+    settings = workspace.parent / "settings.toml"
+    settings.write_text("[sandbox]\nservers = true\n")
+    _, llm = probe_run(workspace, {}, "--config", str(settings))
+    assert not (elsewhere / "x.txt").exists()
+    assert "Read-only file system" in tool_messages(llm.requests[1])[1]
+    _, llm = probe_run(workspace, {"sandbox": {"write": [str(elsewhere)]}})
+    assert (elsewhere / "x.txt").read_text() == "written"
+    assert "Network is unreachable" in tool_messages(llm.requests[1])[2]
 
 
 @pytest.mark.parametrize(
