@@ -254,6 +254,7 @@ async def test_a_resource_is_read_as_text_and_an_untrusted_cwd_keeps_its_servers
     assert "files__read_file" in tools and not any(t.startswith("proj") for t in tools)
     assert "local__read_file" not in tools  # no fallback server beside the editor's
     # A secret in the answer, streamed in pieces, reaches the editor masked.
+    assert SECRET not in editor.answer()  # the pieces joined, as the editor shows them
     assert SECRET not in json.dumps([u.model_dump() for u in editor.updates])
     assert editor.answer().startswith("Read it. The key is ") and "there." in editor.answer()
 
