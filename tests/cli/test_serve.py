@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
@@ -15,6 +17,8 @@ import pytest
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.session import ClientRequestContext
 
+from agent.cli import serve_command
+from agent.loop.approval import ApprovalRequest
 from tests.support.cli import RUN_MCP, cli_env
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import free_port, run_http_server
@@ -94,11 +98,18 @@ def test_session_id_continues_the_conversation(tmp_path: Path) -> None:
         second = await c.call_tool("ask", {"prompt": "my name?", "session_id": session_id})
         fresh = await c.call_tool("ask", {"prompt": "my name?"})
         unknown = await c.call_tool("ask", {"prompt": "x", "session_id": "nope"})
+        async with anyio.create_task_group() as tg:  # two at once on one conversation
+            for word in ("one", "two"):
+                tg.start_soon(c.call_tool, "ask", {"prompt": word, "session_id": session_id})
         return [first, second, fresh, unknown]
 
-    with ScriptedLLM(text("noted"), text("Ada"), text("no idea")) as llm:
+    with ScriptedLLM(text("noted"), text("Ada"), text("no idea"), text("1"), text("2")) as llm:
         first, second, fresh, unknown = serve(tmp_path, llm, calls)
         llm.assert_complete()
+    later = [m.get("content") for m in llm.requests[4]["messages"]]  # after the other whole
+    assert later[-5:-1] in (["my name?", "Ada", "one", "1"], ["my name?", "Ada", "two", "1"])
+    saved = {p.stem for p in (tmp_path / "state" / "sessions").glob("*.jsonl")}
+    assert first.structured_content["session_id"] in saved  # --resume ID continues it
     assert second.structured_content["answer"] == "Ada"
     assert second.structured_content["session_id"] == first.structured_content["session_id"]
     said = [(m["role"], m.get("content")) for m in llm.requests[1]["messages"][1:]]
@@ -161,10 +172,18 @@ def test_http_on_loopback_and_a_warning_elsewhere(tmp_path: Path, host: str) -> 
         command = [sys.executable, RUN_MCP, "serve", "--http", str(port), "--host", host]
         with run_http_server(command, port, env, "/mcp", log, cwd=tmp_path) as url:
             result = anyio.run(ask, url)
+            headers = {"Host": f"evil.example:{port}", "Content-Type": "application/json"}
+            rebinding = urllib.request.Request(url, b"{}", headers)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(rebinding, timeout=30)
         llm.assert_complete()
     assert result.structured_content["answer"] == "over http"
     warned = f"warning: serving on {host}:{port}: other machines can reach it"
     assert (warned in log.read_text()) == (host != "127.0.0.1")
+    if host == "127.0.0.1":  # DNS rebinding: a page's request for another host name
+        assert refused.value.code == 421  # "Invalid Host header"
+    else:
+        assert refused.value.code != 421
 
 
 def test_host_without_http_is_a_usage_error(tmp_path: Path) -> None:
@@ -195,3 +214,51 @@ def test_at_most_32_conversations_are_kept_the_oldest_closed(tmp_path: Path) -> 
         llm.assert_complete()
     assert gone.is_error and "closed as one of more than 32" in gone.content[0].text
     assert kept.structured_content["status"] == "answered"
+
+
+def test_a_required_server_that_does_not_start_ends_serve_with_exit_1(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, RUN_MCP, "serve", "--server-command", "no-such-command-xyz"],
+        cwd=tmp_path,
+        env=cli_env(tmp_path, "http://127.0.0.1:9/v1", SECRET),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "error: server 'main' is unavailable" in proc.stderr
+    assert proc.stdout == ""  # stdout is the protocol's
+
+
+def test_the_client_closing_ends_serve_with_exit_0_and_no_empty_session(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, RUN_MCP, "serve"],
+        cwd=tmp_path,
+        env=cli_env(tmp_path, "http://127.0.0.1:9/v1", SECRET),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,  # closed at once
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert not list((tmp_path / "state" / "sessions").glob("*.jsonl"))
+
+
+def test_a_question_left_unanswered_is_a_no_and_ends_the_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The caller that never retries with its answer (2026-07-28): after ANSWER_WAIT (10
+    minutes, as docs/programs.md says; shortened here) the call is refused, the turn ended."""
+    assert serve_command.ANSWER_WAIT == 600
+    monkeypatch.setattr(serve_command, "ANSWER_WAIT", 0.05)
+    request = cast(ApprovalRequest, None)  # only carried to the caller
+
+    async def main() -> tuple[str, Any, bool]:
+        turn = serve_command.Turn(cast(Any, None), elicits=True)
+        said = await turn.ask(request)
+        return said, turn.out.receive_nowait(), turn.scope.cancel_called
+
+    said, question, ended = anyio.run(main)
+    assert said == "no" and isinstance(question, serve_command.Question) and ended
