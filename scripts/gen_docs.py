@@ -20,6 +20,7 @@ HELP_PAGES: tuple[tuple[str, list[str]], ...] = (
     ("run_mcp.py trust", ["trust"]),
     ("run_mcp.py batch", ["batch"]),
     ("run_mcp.py serve", ["serve"]),
+    ("run_mcp.py acp", ["acp"]),
     ("run_mcp.py mcp", ["mcp"]),
     ("run_mcp.py mcp add", ["mcp", "add"]),
     ("run_mcp.py mcp list", ["mcp", "list"]),
