@@ -148,7 +148,8 @@ class Live:
     stderr: SafeConsole
     turn: anyio.CancelScope | None = None
     rejected: set[tuple[str, str]] = field(default_factory=set)  # "reject always"
-    asked: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # call ids shown
+    # The calls shown while asked: their ids, and whether they were allowed.
+    asked: dict[tuple[str, str], list[tuple[str, bool]]] = field(default_factory=dict)
 
 
 class AcpAgent:
@@ -314,36 +315,39 @@ class AcpAgent:
     async def _ask(self, session_id: str, request: ApprovalRequest) -> Decision:
         """The approval policy's question, put to the editor: the call is shown as a
         pending tool call and the user picks an option; "reject always" is remembered for
-        the session, "allow always" by the policy as /approve's "always" is."""
+        the session (the call is shown and refused without asking), "allow always" by the
+        policy as /approve's "always" is."""
         live = self._live(session_id)
-        key = (request.server, request.tool)
-        if key in live.rejected:
-            return "no"
         assert self.client is not None
         call_id = f"ask-{next(self.ids)}"
-        live.asked.setdefault(TurnUpdates.key(request.public_name, request.arguments), []).append(
-            call_id
-        )
         title, kind = title_and_kind(request.spec, request.public_name)
-        redact = live.session.registry.redact
-        arguments = redact.deep(request.arguments)
+        arguments = live.session.registry.redact.deep(request.arguments)
         await self.client.session_update(
             session_id=session_id,
             update=TurnUpdates.started(call_id, title, kind, arguments, "pending"),
         )
-        answer = await self.client.request_permission(
-            session_id=session_id,
-            tool_call=ToolCallUpdate(
-                tool_call_id=call_id, title=title, kind=kind, status="pending", raw_input=arguments
-            ),
-            options=PERMISSION_OPTIONS,
-        )
-        outcome = answer.outcome
-        if not isinstance(outcome, AllowedOutcome):  # cancelled: the call does not run
-            return "no"
-        if outcome.option_id == REJECT_ALWAYS:
-            live.rejected.add(key)
-        return DECISIONS.get(outcome.option_id, "no")
+        key = (request.server, request.tool)
+        decision: Decision = "no"
+        if key not in live.rejected:
+            answer = await self.client.request_permission(
+                session_id=session_id,
+                tool_call=ToolCallUpdate(
+                    tool_call_id=call_id,
+                    title=title,
+                    kind=kind,
+                    status="pending",
+                    raw_input=arguments,
+                ),
+                options=PERMISSION_OPTIONS,
+            )
+            outcome = answer.outcome
+            if isinstance(outcome, AllowedOutcome):  # else cancelled: the call does not run
+                if outcome.option_id == REJECT_ALWAYS:
+                    live.rejected.add(key)
+                decision = DECISIONS.get(outcome.option_id, "no")
+        shown = live.asked.setdefault(TurnUpdates.key(request.public_name, request.arguments), [])
+        shown.append((call_id, decision != "no"))
+        return decision
 
 
 def editor_server(entry: Any, cwd: Path) -> ServerConfig:

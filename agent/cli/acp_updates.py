@@ -96,7 +96,7 @@ class TurnUpdates:
         client: Client,
         session_id: str,
         registry: ToolRegistry,
-        asked: dict[tuple[str, str], list[str]],
+        asked: dict[tuple[str, str], list[tuple[str, bool]]],
     ) -> None:
         self.client = client
         self.session_id = session_id
@@ -164,12 +164,13 @@ class TurnUpdates:
             await self.send(update_agent_message_text(text))
 
     async def _started(self, event: ToolCallStarted) -> None:
-        """The call begins: the one already shown while asked moves on, or a new one."""
+        """The call begins: the one already shown while asked runs (when allowed; a refused
+        one goes straight to failed), or a new one is shown running."""
         shown = self.asked.get(self.key(event.name, event.arguments))
         if shown:
-            self.ids[event.call_id] = shown.pop(0)
-            update = update_tool_call(self.ids[event.call_id], status="in_progress")
-            await self.send(update)
+            self.ids[event.call_id], allowed = shown.pop(0)
+            if allowed:
+                await self.send(update_tool_call(self.ids[event.call_id], status="in_progress"))
             return
         self.ids[event.call_id] = event.call_id
         title, kind = title_and_kind(self.registry.tools.get(event.name), event.name)

@@ -203,7 +203,9 @@ async def test_reject_always_is_not_asked_again(tmp_path: Path) -> None:
                 await conn.prompt(session_id=session.session_id, prompt=[text_block(word)])
     assert len(editor.asked) == 1  # the second call was refused without asking
     assert (root / "notes.txt").read_text() == "hello"
-    assert [u.status for u in editor.of(ToolCallProgress)].count("failed") == 2
+    # Both shown (pending), neither ran: each goes straight to failed.
+    assert [u.status for u in editor.of(ToolCallStart)] == ["pending", "pending"]
+    assert [u.status for u in editor.of(ToolCallProgress)] == ["failed", "failed"]
 
 
 async def test_cancel_ends_the_running_turn(tmp_path: Path) -> None:
