@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,7 +183,10 @@ def test_a_sandboxed_command_does_not_outlive_the_agent(outside_tmp: Path) -> No
         proc = start_cli(["-p", "work", "--yes"], workspace, env)
         try:
             assert read_fifo(workspace / "ready.fifo") == "go\n"
-            assert sleeping(seconds), "the command should be running"
+            deadline = time.monotonic() + 30  # the shell's `exec sleep` follows its echo
+            while not sleeping(seconds):
+                assert time.monotonic() < deadline, "the command never started its sleep"
+                time.sleep(0.02)
             proc.send_signal(signal.SIGTERM)
             proc.communicate(timeout=30)
         finally:
