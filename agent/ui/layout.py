@@ -66,8 +66,9 @@ def wrap_words(text: str, width: int) -> str:
 def print_path(console: Console, label: str, path: str, style: str = "") -> None:
     """`label path` on one line when it fits, else the label, then the path alone on its
     line and never broken by us (the terminal wraps a path wider than itself, and copying
-    it gives it back whole): a path is something a person copies."""
-    if len(label) + 1 + len(path) <= console.width:
+    it gives it back whole): a path is something a person copies. Into a pipe or a file
+    nothing wraps, so it stays one line there, for the programs that read it."""
+    if not console.is_terminal or len(label) + 1 + len(path) <= console.width:
         console.print(Text(f"{label} {path}", style=style), soft_wrap=True)
         return
     console.print(Text(label, style=style))
