@@ -12,6 +12,7 @@ model is told what was denied and that the user may widen it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -98,7 +99,16 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
     ) -> str:
         """Run a shell command; returns its combined stdout and stderr and the exit code."""
         limit = min(timeout, MAX_BASH_TIMEOUT)
-        result = await run_bash(command, ws.root, limit, OUTPUT_CAP, sandbox)
+        reported = 0
+
+        async def on_line(line: str) -> None:  # output as progress, when the caller asked
+            nonlocal reported
+            reported += 1
+            if ctx is not None:
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await ctx.report_progress(reported, None, line)
+
+        result = await run_bash(command, ws.root, limit, OUTPUT_CAP, sandbox, on_line)
         note = ""
         if sandbox is not None and not result.timed_out:
             result, note = await _after_sandbox(ctx, command, result, sandbox, ws.root, limit)

@@ -12,6 +12,8 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,12 @@ from agent.common.sandbox import Policy, bwrap_argv
 
 READ_CHUNK = 65536
 PIPE_GRACE = 0.3  # after the shell exits, how long background jobs may hold the pipe open
+PROGRESS_EVERY = 0.5  # seconds between two output lines reported as progress
+PROGRESS_LINE = 200  # characters of a line reported as progress
+
+# Told the last line the command printed, as it runs (MCP progress): what a person sees
+# of a long command, and what stays on screen when they cancel it.
+OnLine = Callable[[str], Awaitable[None]]
 
 
 @dataclass
@@ -61,7 +69,12 @@ class _CappedBuffer:
 
 
 async def run_bash(
-    command: str, cwd: Path, timeout: float, cap: int, sandbox: Policy | None = None
+    command: str,
+    cwd: Path,
+    timeout: float,
+    cap: int,
+    sandbox: Policy | None = None,
+    on_line: OnLine | None = None,
 ) -> ShellResult:
     argv = ["/bin/bash", "-c", command]
     process = await anyio.open_process(
@@ -79,7 +92,7 @@ async def run_bash(
         try:
             with anyio.move_on_after(timeout) as scope:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_drain, process.stdout, buffer, eof)
+                    tg.start_soon(_drain, process.stdout, buffer, eof, on_line)
                     await process.wait()
                     with anyio.move_on_after(PIPE_GRACE):  # a background job may hold the pipe
                         await eof.wait()
@@ -96,14 +109,34 @@ async def run_bash(
     )
 
 
-async def _drain(stream: ByteReceiveStream, buffer: _CappedBuffer, eof: anyio.Event) -> None:
+async def _drain(
+    stream: ByteReceiveStream,
+    buffer: _CappedBuffer,
+    eof: anyio.Event,
+    on_line: OnLine | None = None,
+) -> None:
+    last = 0.0
     try:
         while True:
-            buffer.add(await stream.receive(READ_CHUNK))
+            data = await stream.receive(READ_CHUNK)
+            buffer.add(data)
+            if on_line is not None and time.monotonic() - last >= PROGRESS_EVERY:
+                line = _last_line(data)
+                if line:
+                    last = time.monotonic()
+                    await on_line(line)
     except (anyio.EndOfStream, anyio.ClosedResourceError):
         pass
     finally:
         eof.set()
+
+
+def _last_line(data: bytes) -> str:
+    """The last non-blank line of a chunk of output, cut to PROGRESS_LINE characters."""
+    for raw in reversed(data.decode(errors="replace").splitlines()):
+        if raw.strip():
+            return raw.strip()[:PROGRESS_LINE]
+    return ""
 
 
 def _kill_group(process: Process) -> None:

@@ -490,3 +490,27 @@ def test_a_folder_refused_by_a_server_offered_none_hints_at_roots(
         term.type("/exit")
         assert term.exit_code() == 0
     assert "launch code 4711" in screen and "hint:" not in screen, screen
+
+
+def test_a_cancelled_bundled_shell_command_shows_what_it_had_printed(
+    workspace: Path, terminals: list[Terminal]
+) -> None:
+    """The bundled bash reports the lines it prints as progress, so a long command cut by
+    Ctrl-C leaves its output so far on screen, not a bare `cancelled`."""
+    command = "for i in 1 2 3; do echo built part $i; sleep 0.6; done; sleep 60"
+    script = [tool_calls(("local__bash", {"command": command})), text("unused")]
+    with ScriptedLLM(*script) as llm:
+        term = start(
+            terminals, llm, workspace, "cancelled-bash", "--yes", ready="tools from 1 server"
+        )
+        mark = term.mark()
+        term.type("build it")
+        term.wait_for(r"built part 3", after=mark)  # in the live row
+        term.send("C-c")
+        term.wait_for(r"cancelled" + PROMPT, after=mark, timeout=10)
+        screen = term.save()
+        term.type("/exit")
+        assert term.exit_code() == 0
+    shown = screen[mark:]
+    assert re.search(r"⊘ cancelled local › bash after [\d.]+ s", shown), shown
+    assert "built part 3" in shown.split("⊘ cancelled")[-1], shown
