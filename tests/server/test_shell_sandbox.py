@@ -23,7 +23,7 @@ from agent.common.sandbox import unavailable
 from tests.support.cli import RUN_MCP, cli_env, run_cli, start_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
 from tests.support.processes import read_fifo
-from tests.support.servers import REPO_ROOT
+from tests.support.sandbox_dirs import outside_temp_base
 from tests.support.terminal import PROMPT, Terminal, needs_tmux, start, terminals
 
 __all__ = ["terminals"]
@@ -36,8 +36,8 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def outside_tmp() -> Iterator[Path]:
     """A folder outside the workspace and outside every temp folder (which the sandbox
-    lets commands write): under the checkout's .cache, removed afterwards."""
-    folder = REPO_ROOT / ".cache" / "sandbox-tests" / uuid.uuid4().hex
+    lets commands write): see tests/support/sandbox_dirs.py; removed afterwards."""
+    folder = outside_temp_base() / uuid.uuid4().hex
     folder.mkdir(parents=True)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)

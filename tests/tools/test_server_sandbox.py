@@ -22,7 +22,7 @@ from agent.common.sandbox import unavailable
 from agent.config.build import BUNDLED_MAIN
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
-from tests.support.servers import REPO_ROOT
+from tests.support.sandbox_dirs import outside_temp_base
 from tests.support.terminal import Terminal, needs_tmux, start, terminals
 
 __all__ = ["terminals"]
@@ -66,8 +66,8 @@ server.run("stdio")
 @pytest.fixture
 def folders() -> Iterator[tuple[Path, Path]]:
     """(workspace, a folder outside it): outside every temp folder too, which a sandbox
-    lets a server write; under the checkout's .cache, removed afterwards."""
-    base = REPO_ROOT / ".cache" / "sandbox-tests" / uuid.uuid4().hex
+    lets a server write; see tests/support/sandbox_dirs.py; removed afterwards."""
+    base = outside_temp_base() / uuid.uuid4().hex
     (base / "ws").mkdir(parents=True)
     (base / "elsewhere").mkdir()
     yield base / "ws", base / "elsewhere"
