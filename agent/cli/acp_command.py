@@ -16,7 +16,6 @@ policy's callback, so the gate decides as for every call. Documented in docs/pro
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import os
 import typing
@@ -46,6 +45,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from agent import __version__
 from agent.cli.acp_updates import TurnUpdates, prompt_text, title_and_kind
+from agent.cli.subcommands import session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import AgentError, ConfigError
 from agent.common.signals import ended_by_signals
@@ -58,15 +58,6 @@ from agent.session.startup import Session, expand_refs, open_session, prepare_se
 from agent.ui.safe import SafeConsole
 
 # `run`'s options that are about one run's input or output: not options of `acp`.
-NOT_ACP = {
-    "prompt": None,
-    "interactive": False,
-    "output": "text",
-    "input_format": "text",
-    "resume": None,
-    "login": None,
-    "version": False,
-}
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
     "allow_once",
     "allow_always",
@@ -84,32 +75,14 @@ INVALID_PARAMS = -32602
 
 
 def acp_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typer.Typer:
-    """The `acp` command: every option of `run` that is not about one run's input or
-    output (`--mcp-config`, `--model`, `--yes`, …), same meaning, for every session."""
-    app = typer.Typer(
-        add_completion=False,
-        rich_markup_mode=None,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    hints = typing.get_type_hints(run, include_extras=True)
-    shared = [
-        p.replace(annotation=hints[name])
-        for name, p in inspect.signature(run).parameters.items()
-        if name not in NOT_ACP
-    ]
-
-    def acp(**given: Any) -> None:
-        opts = {**NOT_ACP, **{p.name: given[p.name] for p in shared}}
-        raise typer.Exit(run_acp(opts, resolve))
-
-    acp.__signature__ = inspect.Signature(shared)  # type: ignore[attr-defined]
-    acp.__annotations__ = {p.name: p.annotation for p in shared}
-    acp.__doc__ = (
+    """The `acp` command: `run`'s shared options (agent.cli.subcommands), for every session."""
+    return session_command_app(
+        run,
+        None,
+        lambda opts: run_acp(opts, resolve),
         "Serve the Agent Client Protocol on stdin/stdout, for an editor (Zed's "
-        "agent_servers) to drive: a session per session/new, in its cwd, with its MCP servers."
+        "agent_servers) to drive: a session per session/new, in its cwd, with its MCP servers.",
     )
-    app.command()(acp)
-    return app
 
 
 def run_acp(opts: dict[str, Any], resolve: Callable[..., Settings]) -> int:

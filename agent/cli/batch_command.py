@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import json
 import os
-import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ import anyio
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from agent.cli.subcommands import session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import AgentError, ConfigError
 from agent.common.redact import Redactor
@@ -46,15 +45,6 @@ from agent.ui.output import RESULT_KEYS, RunRecord, server_states
 from agent.ui.safe import SafeConsole
 
 # `run`'s options that are about one run's input or output, and their values here.
-NOT_BATCH = {
-    "prompt": None,
-    "interactive": False,
-    "output": "text",
-    "input_format": "text",
-    "resume": None,
-    "login": None,
-    "version": False,
-}
 RESERVED = frozenset({*RESULT_KEYS, "id", "session_id", "line"})  # an input field must not shadow
 
 
@@ -90,31 +80,13 @@ def _batch_options(
 
 
 def batch_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typer.Typer:
-    """The `batch` command: its own options, then every option of `run` that is not about
-    one run's input or output (`--mcp-config`, `--model`, `--yes`, …), same meaning."""
-    app = typer.Typer(
-        add_completion=False,
-        rich_markup_mode=None,
-        context_settings={"help_option_names": ["-h", "--help"]},
+    """The `batch` command: its own options, then `run`'s shared ones (agent.cli.subcommands)."""
+    return session_command_app(
+        run,
+        _batch_options,
+        lambda opts, **own: run_batch(opts, resolve, **own),
+        "Run each prompt of INPUT.jsonl as its own conversation; results to OUT.",
     )
-    own = inspect.signature(_batch_options, eval_str=True).parameters
-    hints = typing.get_type_hints(run, include_extras=True)
-    shared = [
-        p.replace(annotation=hints[name])
-        for name, p in inspect.signature(run).parameters.items()
-        if name not in NOT_BATCH and name not in own
-    ]
-
-    def batch(**given: Any) -> None:
-        opts = {**NOT_BATCH, **{p.name: given[p.name] for p in shared}}
-        raise typer.Exit(run_batch(opts, resolve, **{name: given[name] for name in own}))
-
-    parameters = [*own.values(), *shared]
-    batch.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    batch.__annotations__ = {p.name: p.annotation for p in parameters}
-    batch.__doc__ = "Run each prompt of INPUT.jsonl as its own conversation; results to OUT."
-    app.command()(batch)
-    return app
 
 
 def run_batch(

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import ipaddress
 import json
 import math
 import os
 import secrets
-import typing
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,7 +48,7 @@ from mcp.types import (
 from pydantic import BaseModel, Field
 
 from agent import __version__
-from agent.cli.batch_command import NOT_BATCH
+from agent.cli.subcommands import session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import AgentError, ConfigError
 from agent.common.redact import Redactor
@@ -101,34 +99,14 @@ def _serve_options(
 
 
 def serve_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typer.Typer:
-    """The `serve` command: its own options, then every option of `run` that is not about
-    one run's input or output (`--mcp-config`, `--model`, `--yes`, …), same meaning."""
-    app = typer.Typer(
-        add_completion=False,
-        rich_markup_mode=None,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    own = inspect.signature(_serve_options, eval_str=True).parameters
-    hints = typing.get_type_hints(run, include_extras=True)
-    shared = [
-        p.replace(annotation=hints[name])
-        for name, p in inspect.signature(run).parameters.items()
-        if name not in NOT_BATCH and name not in own
-    ]
-
-    def serve(**given: Any) -> None:
-        opts = {**NOT_BATCH, **{p.name: given[p.name] for p in shared}}
-        raise typer.Exit(run_serve(opts, resolve, http=given["http"], host=given["host"]))
-
-    parameters = [*own.values(), *shared]
-    serve.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    serve.__annotations__ = {p.name: p.annotation for p in parameters}
-    serve.__doc__ = (
+    """The `serve` command: its own options, then `run`'s shared ones (agent.cli.subcommands)."""
+    return session_command_app(
+        run,
+        _serve_options,
+        lambda opts, http, host: run_serve(opts, resolve, http=http, host=host),
         "Serve the agent as an MCP server (stdio, or --http PORT): its tool `ask` runs a "
-        "prompt and returns the answer; a session_id continues a conversation."
+        "prompt and returns the answer; a session_id continues a conversation.",
     )
-    app.command()(serve)
-    return app
 
 
 def is_loopback(host: str) -> bool:
