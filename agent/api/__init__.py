@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
 import inspect
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -37,9 +36,8 @@ from agent.session.startup import (
     Session,
     Unavailable,
     expand_refs,
-    open_session,
+    open_script_session,
     prepare_session,
-    say_declined,
 )
 from agent.ui.output import RunRecord, server_states
 from agent.ui.safe import SafeConsole
@@ -234,14 +232,7 @@ async def open_agent(*, approve: Approve | None = None, **given: Any) -> AsyncIt
     raised: list[BaseException] = []  # by the caller's block: theirs, not a group of ours
     try:
         try:
-            async with open_session(
-                prepared,
-                stderr,
-                notices=stderr,
-                prestarts=None,
-                script=True,
-                on_declined=functools.partial(say_declined, stderr, redact),
-            ) as session:
+            async with open_script_session(prepared, stderr) as session:
                 if approve is not None:
                     session.agent.approval.ask = _asker(approve)
                 try:

@@ -54,10 +54,14 @@ from agent.config.files import user_config_dir
 from agent.config.sandbox import resolve as resolve_sandbox
 from agent.config.settings import ServerConfig, Settings
 from agent.loop.approval import ApprovalRequest, Decision
-from agent.session.startup import Session, expand_refs, open_session, prepare_session, say_declined
+from agent.session.startup import (
+    Session,
+    expand_refs,
+    open_script_session,
+    prepare_session,
+)
 from agent.ui.safe import SafeConsole
 
-# `run`'s options that are about one run's input or output: not options of `acp`.
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
     "allow_once",
     "allow_always",
@@ -235,14 +239,7 @@ class AcpAgent:
         started = False
         try:
             prepared = prepare_session(settings, stderr, None, stderr)
-            async with open_session(
-                prepared,
-                stderr,
-                notices=stderr,
-                prestarts=None,
-                script=True,
-                on_declined=functools.partial(say_declined, stderr, stderr.redact),
-            ) as session:
+            async with open_script_session(prepared, stderr) as session:
                 live = Live(session, anyio.Event(), stderr)
                 task_status.started(live)
                 started = True

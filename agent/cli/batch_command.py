@@ -14,7 +14,6 @@ docs/programs.md.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -37,9 +36,8 @@ from agent.session.startup import (
     Session,
     Unavailable,
     expand_refs,
-    open_session,
+    open_script_session,
     prepare_session,
-    say_declined,
 )
 from agent.ui.output import RESULT_KEYS, RunRecord, server_states
 from agent.ui.safe import SafeConsole
@@ -249,14 +247,7 @@ async def _batch(settings: Settings, plan: Plan) -> int:
     tally = Tally()
     unavailable: str | None = None
     try:
-        async with open_session(
-            prepared,
-            stderr,
-            notices=stderr,
-            prestarts=None,
-            script=True,
-            on_declined=functools.partial(say_declined, stderr, redact),
-        ) as session:
+        async with open_script_session(prepared, stderr) as session:
             with _progress(stderr, settings, plan.input) as advance:
                 await _run_rows(session, plan, out, tally, stderr, advance)
             session.registry.hasten_shutdown()

@@ -19,7 +19,6 @@ Documented in docs/programs.md.
 from __future__ import annotations
 
 import contextlib
-import functools
 import ipaddress
 import json
 import math
@@ -61,9 +60,8 @@ from agent.session.startup import (
     Session,
     Unavailable,
     expand_refs,
-    open_session,
+    open_script_session,
     prepare_session,
-    say_declined,
 )
 from agent.ui.output import RunRecord, server_states
 from agent.ui.safe import SafeConsole
@@ -444,14 +442,7 @@ async def _serve(settings: Settings, http: int | None, host: str) -> int:
     prepared = prepare_session(settings, stderr, None, stderr)
     unavailable: str | None = None
     try:
-        async with open_session(
-            prepared,
-            stderr,
-            notices=stderr,
-            prestarts=None,
-            script=True,
-            on_declined=functools.partial(say_declined, stderr, redact),
-        ) as session:
+        async with open_script_session(prepared, stderr) as session:
             async with anyio.create_task_group() as tg:
                 conversations = Conversations(session, stderr, tg)
                 try:

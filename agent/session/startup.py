@@ -51,7 +51,7 @@ from agent.tools.server_requests import ServerRequests
 from agent.tools.stored import ResultStore
 from agent.ui.output import server_states
 from agent.ui.render import NORMAL, QUIET, VERBOSE
-from agent.ui.safe import clean
+from agent.ui.safe import SafeConsole, clean
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
@@ -529,6 +529,22 @@ async def open_session(
             agent.telemetry.flush()  # the process ends soon: spans out first
         await model.aclose()
         saved.transcript.close()
+
+
+def open_script_session(
+    prepared: Prepared, stderr: SafeConsole, prestarts: Prestarts | None = None
+) -> contextlib.AbstractAsyncContextManager[Session]:
+    """A session no person answers at a terminal (stream-json, the API, batch, serve, acp):
+    its notices, and the questions servers asked that nobody could answer, go to stderr,
+    masked with stderr's own redactor."""
+    return open_session(
+        prepared,
+        stderr,
+        notices=stderr,
+        prestarts=prestarts,
+        script=True,
+        on_declined=functools.partial(say_declined, stderr, stderr.redact),
+    )
 
 
 async def expand_refs(catalog: Catalog, request: str, stderr: Console) -> str:
