@@ -71,6 +71,8 @@ ANSWER_WAIT = 600.0  # seconds a caller has to answer an approval before it is a
 MAX_SHOWN_ARGUMENTS = 2000  # characters of a call's arguments an approval question shows
 SERVE_KEYS = ("answer", "status", "session_id", "tool_calls", "usage")
 LOOPBACK = frozenset({"localhost"})
+# Why a tool server's own form (elicitation) is declined under serve.
+SERVE_CANNOT_ANSWER = "serve does not pass a tool server's forms on to its caller"
 
 
 def _serve_options(
@@ -288,7 +290,9 @@ class Conversations:
         redact = session.registry.redact
         async with turn.out_send, conversation.lock:
             agent = conversation.agent
-            agent.approval.ask = turn.ask
+            # A caller that cannot be asked: the policy's own "no approval for it" (how the
+            # person who started serve allows it), not "the user declined" (nobody was asked).
+            agent.approval.ask = turn.ask if turn.elicits else None
             record = RunRecord(servers=server_states(session.registry))
             with turn.scope:
                 request = await expand_refs(session.catalog, prompt, self.stderr)
@@ -442,7 +446,9 @@ async def _serve(settings: Settings, http: int | None, host: str) -> int:
     prepared = prepare_session(settings, stderr, None, stderr)
     unavailable: str | None = None
     try:
-        async with open_script_session(prepared, stderr) as session:
+        async with open_script_session(
+            prepared, stderr, cannot_answer=SERVE_CANNOT_ANSWER
+        ) as session:
             async with anyio.create_task_group() as tg:
                 conversations = Conversations(session, stderr, tg)
                 try:

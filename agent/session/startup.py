@@ -168,12 +168,21 @@ async def connected(
         yield registry
 
 
-def say_declined(stderr: Console, redact: Callable[[str], str], server: str, asked: str) -> None:
-    """A form a script cannot answer was declined: say so, as the REPL would show it."""
+SCRIPT_CANNOT_ANSWER = "a single-shot run cannot answer (run it with -i at a terminal)"
+
+
+def say_declined(
+    stderr: Console,
+    redact: Callable[[str], str],
+    server: str,
+    asked: str,
+    why: str = SCRIPT_CANNOT_ANSWER,
+) -> None:
+    """A form nobody can answer was declined: say so, and why (`why`: the front end's
+    own reason: a single-shot run's, serve's, acp's)."""
     shown = clean(redact(asked))[:200]
     stderr.print(
-        f"server '{server}' asks you to fill in a form — declined: a single-shot run cannot "
-        f"answer (run it with -i at a terminal); it asked: {shown}",
+        f"server '{server}' asks you to fill in a form — declined: {why}; it asked: {shown}",
         markup=False,
         highlight=False,
         style="yellow",
@@ -236,13 +245,14 @@ def open_transcript(settings: Settings, resume: str | None, stderr: Console) -> 
 
 
 def environment(registry: ToolRegistry) -> str:
-    """The system prompt's lines on where we run: today, this folder, OS, shell, servers."""
+    """The system prompt's lines on where we run: today, the session's folder (its
+    workspace: an ACP session's cwd, not the process's), OS, shell, servers."""
     system = {"Darwin": "macOS"}.get(platform.system(), platform.system())
     shell = os.environ.get("SHELL") or os.environ.get("COMSPEC") or ""
     ready = [s.name for s in registry.statuses() if s.state == "ready"]
     return describe_environment(
         datetime.date.today(),
-        os.getcwd(),
+        str(registry.settings.workspace),
         f"{system} ({platform.machine()})",
         os.path.basename(shell),
         ready,
@@ -532,18 +542,21 @@ async def open_session(
 
 
 def open_script_session(
-    prepared: Prepared, stderr: SafeConsole, prestarts: Prestarts | None = None
+    prepared: Prepared,
+    stderr: SafeConsole,
+    prestarts: Prestarts | None = None,
+    cannot_answer: str = SCRIPT_CANNOT_ANSWER,
 ) -> contextlib.AbstractAsyncContextManager[Session]:
     """A session no person answers at a terminal (stream-json, the API, batch, serve, acp):
     its notices, and the questions servers asked that nobody could answer, go to stderr,
-    masked with stderr's own redactor."""
+    masked with stderr's own redactor; `cannot_answer` says why, for that front end."""
     return open_session(
         prepared,
         stderr,
         notices=stderr,
         prestarts=prestarts,
         script=True,
-        on_declined=functools.partial(say_declined, stderr, stderr.redact),
+        on_declined=functools.partial(say_declined, stderr, stderr.redact, why=cannot_answer),
     )
 
 

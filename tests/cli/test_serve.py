@@ -155,6 +155,9 @@ def test_an_accepted_approval_runs_and_no_elicitation_refuses(tmp_path: Path) ->
         serve(tmp_path, llm, calls)
         llm.assert_complete()
     assert not (tmp_path / "x.txt").exists()
+    # Nobody was asked: the model is told the run has no approval for it, not "declined".
+    told = llm.requests[1]["messages"][-1]["content"]
+    assert "no approval for it" in told and "declined" not in told
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
