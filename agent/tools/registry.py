@@ -51,6 +51,8 @@ SETTLE_TIMEOUT = 10.0  # longest a model request waits for announced re-listings
 T = TypeVar("T")
 ListKind = Literal["tools", "prompts", "resources"]
 ListListener = Callable[[str, ListKind], Awaitable[None]]
+# Runs one (server, tool)'s call elsewhere: its result, or None to let the server run it.
+ToolRoute = Callable[[dict[str, Any]], Awaitable[types.CallToolResult | None]]
 _LIST_CHANGED: dict[type, ListKind] = {
     types.ToolListChangedNotification: "tools",
     types.PromptListChangedNotification: "prompts",
@@ -178,6 +180,7 @@ class ToolRegistry:
         self.warnings: list[str] = []  # worth telling the user at start (not failures)
         self._specs: dict[str, list[ToolSpec]] = {}
         self.tools: dict[str, ToolSpec] = {}
+        self._routes: dict[tuple[str, str], ToolRoute] = {}
         self.app_only: list[ToolSpec] = []  # MCP Apps tools only their page may call
         self._openai_tools: list[dict[str, Any]] = []
         self._tg: TaskGroup | None = None
@@ -429,6 +432,14 @@ class ToolRegistry:
     def instructions(self) -> dict[str, str]:
         return {n: s.instructions for n, s in self.servers.items() if s.instructions}
 
+    def route(self, server: str, tool: str, handler: ToolRoute) -> None:
+        """Run `server`'s `tool` through `handler` from now on, where it answers (not None):
+        an ACP editor's `fs/*` in place of the bundled server's file tools
+        (agent.cli.acp_files). The call still comes through the gate (hooks, approval,
+        record) and this method, and its result becomes an observation as a server's does
+        (marked untrusted, cut to size); only where it runs changes."""
+        self._routes[(server, tool)] = handler
+
     async def call(
         self,
         public_name: str,
@@ -454,6 +465,26 @@ class ToolRegistry:
         spec = spec or self.tools.get(public_name)
         if spec is None or spec.server not in self.servers:
             return error_observation(None, f"unknown tool '{public_name}'")
+        server = self.servers[spec.server]
+        timeout = server.config.tool_timeout or self.settings.agent.tool_timeout
+        if (route := self._routes.get((spec.server, spec.name))) is not None:
+            routed: types.CallToolResult | None = None
+            with anyio.move_on_after(timeout) as waited:
+                routed = await route(arguments)
+            if waited.cancelled_caught:
+                return error_observation(None, f"tool '{spec.name}' timed out after {timeout:g} s")
+            if routed is not None:
+                return to_observation(routed, spec.server, self.settings.agent.max_observe)
+        return await self._call_server(spec, arguments, progress, meta, on_task)
+
+    async def _call_server(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        progress: ProgressFn | None,
+        meta: dict[str, Any] | None,
+        on_task: TaskFn | None,
+    ) -> Observation:
         server = self.servers[spec.server]
         timeout = server.config.tool_timeout or self.settings.agent.tool_timeout
         watch = TaskWatch(self.settings.agent.task_timeout, self._task_observer(on_task))
