@@ -50,12 +50,15 @@ Words = Callable[[], list[str]]
 @dataclass(frozen=True)
 class Command:
     """A slash command: `handler` gets the text after the name (True: leave the REPL);
-    `words` lists what completes its argument (agent/ui/input.py's completer)."""
+    `words` lists what completes its argument (agent/ui/input.py's completer);
+    `terminal`: it needs the REPL's terminal (leaving it, a browser login, app pages), so a
+    front end without one (an editor over ACP) does not offer it."""
 
     name: str
     help: str
     handler: Handler
     words: Words | None = None
+    terminal: bool = False
 
 
 class SlashCommands:
@@ -93,12 +96,12 @@ class SlashCommands:
         """In the order /help lists them: what the servers offer, the conversation, logins
         and app pages, leaving."""
         return (
-            Command("help", "show the commands", self._help),
+            Command("help", "show the commands", self._help, terminal=True),
             *self._server_commands(),
             *self._conversation_commands(),
             *self._login_and_app_commands(),
-            Command("exit", "leave (also Ctrl-D)", self._exit),
-            Command("quit", "leave", self._exit),
+            Command("exit", "leave (also Ctrl-D)", self._exit, terminal=True),
+            Command("quit", "leave", self._exit, terminal=True),
         )
 
     def _server_commands(self) -> tuple[Command, ...]:
@@ -180,13 +183,22 @@ class SlashCommands:
                 "log in to a server (OAuth, in the browser): /login NAME",
                 self._login,
                 self._server_names,
+                terminal=True,
             ),
             Command(
-                "apps", "MCP Apps: tools that come with a page, and the pages open", self._apps
+                "apps",
+                "MCP Apps: tools that come with a page, and the pages open",
+                self._apps,
+                terminal=True,
             ),
-            Command("app", "show a tool's page in the browser: /app TOOL", self._app),
             Command(
-                "logout", "forget a server's tokens: /logout NAME", self._logout, self._server_names
+                "app", "show a tool's page in the browser: /app TOOL", self._app, terminal=True
+            ),
+            Command(
+                "logout",
+                "forget a server's tokens: /logout NAME",
+                self._logout,
+                self._server_names,
             ),
         )
 
