@@ -10,7 +10,10 @@ trusted, as for any run) and the editor's `mcpServers` are connected beside the 
 configured servers. A `session/prompt` is one turn of the one loop (`Agent.run`); its
 events become `session/update` notifications (agent.cli.acp_updates). A call that needs
 approval is asked of the editor with `session/request_permission` through the approval
-policy's callback, so the gate decides as for every call. Documented in docs/programs.md.
+policy's callback, so the gate decides as for every call. `session/load` opens one of
+our saved transcripts again and replays it; the slash commands that need no terminal
+are offered and run (agent.cli.acp_slash); the editor's `fs/*`, when offered, serves the
+bundled server's file tools (agent.cli.acp_files). Documented in docs/programs.md.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
+    ClientCapabilities,
     Implementation,
     InitializeResponse,
+    LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
     PermissionOption,
@@ -44,16 +49,20 @@ from acp.schema import (
 from anyio.abc import TaskGroup, TaskStatus
 
 from agent import __version__
-from agent.cli.acp_updates import TurnUpdates, prompt_text, title_and_kind
+from agent.cli.acp_files import route_files
+from agent.cli.acp_slash import EditorCommands
+from agent.cli.acp_updates import TurnUpdates, history, prompt_parts, title_and_kind
 from agent.cli.subcommands import session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import AgentError, ConfigError
 from agent.common.signals import ended_by_signals
+from agent.common.transcript import find_session
 from agent.config.build import BUNDLED_MAIN, BUNDLED_SERVER_NAME
 from agent.config.files import user_config_dir
 from agent.config.sandbox import resolve as resolve_sandbox
 from agent.config.settings import ServerConfig, Settings
 from agent.loop.approval import ApprovalRequest, Decision
+from agent.loop.vision import vision_mode
 from agent.session.startup import (
     Session,
     expand_refs,
@@ -76,6 +85,8 @@ PERMISSION_OPTIONS = [
 ]
 DECISIONS: dict[str, Decision] = {ALLOW_ONCE: "yes", ALLOW_ALWAYS: "always"}
 INVALID_PARAMS = -32602
+# Why a tool server's own form (elicitation) is declined under acp.
+ACP_CANNOT_ANSWER = "ACP has no way to put a tool server's form to the editor"
 
 
 def acp_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typer.Typer:
@@ -107,7 +118,7 @@ async def _serve(
 ) -> int:
     stderr = SafeConsole(stderr=True, redact=settings.redactor(os.environ))
     async with anyio.create_task_group() as tg:
-        agent = AcpAgent(opts, resolve, environ, tg, stderr)
+        agent = AcpAgent(opts, resolve, environ, tg, stderr, settings)
         try:
             # The methods we support; the SDK's router answers others with method-not-found.
             await run_agent(typing.cast(AcpInterface, agent))  # until stdin ends
@@ -127,6 +138,7 @@ class Live:
     rejected: set[tuple[str, str]] = field(default_factory=set)  # "reject always"
     # The calls shown while asked: their ids, and whether they were allowed.
     asked: dict[tuple[str, str], list[tuple[str, bool]]] = field(default_factory=dict)
+    commands: EditorCommands | None = None
 
 
 class AcpAgent:
@@ -140,6 +152,7 @@ class AcpAgent:
         environ: dict[str, str],
         tg: TaskGroup,
         stderr: SafeConsole,
+        settings: Settings,
     ) -> None:
         self.opts, self.resolve, self.environ, self.tg, self.stderr = (
             opts,
@@ -148,8 +161,10 @@ class AcpAgent:
             tg,
             stderr,
         )
+        self.sees_images = vision_mode(settings.llm.vision) != "off"
         self.sessions: dict[str, Live] = {}
         self.client: Client | None = None
+        self.client_capabilities: ClientCapabilities | None = None
         self.ids = itertools.count(1)
 
     def on_connect(self, conn: Client) -> None:
@@ -159,13 +174,21 @@ class AcpAgent:
         for live in self.sessions.values():
             live.closed.set()
 
-    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
-        """Protocol 1; MCP over stdio (always) and http/sse; text and embedded resources
-        in prompts. No loadSession: sessions are not loaded from transcripts here."""
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        **_: Any,
+    ) -> InitializeResponse:
+        """Protocol 1; MCP over stdio (always) and http/sse; text, embedded resources and
+        (when the model sees images: [llm] vision not false) images in prompts; sessions
+        loaded from our transcripts. The editor's fs capabilities are kept for each
+        session's file tools (agent.cli.acp_files)."""
+        self.client_capabilities = client_capabilities
         capabilities = AgentCapabilities(
-            load_session=False,
+            load_session=True,
             mcp_capabilities=McpCapabilities(http=True, sse=True),
-            prompt_capabilities=PromptCapabilities(embedded_context=True),
+            prompt_capabilities=PromptCapabilities(embedded_context=True, image=self.sees_images),
         )
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
@@ -179,22 +202,72 @@ class AcpAgent:
     async def new_session(
         self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> NewSessionResponse:
+        live = await self._open(cwd, mcp_servers or [], None)
+        session_id = live.session.saved.transcript.session_id
+        self.tg.start_soon(self._announce, session_id)
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> LoadSessionResponse:
+        """A saved session (one of our transcripts, by its exact ID) opened again in `cwd`:
+        its history is replayed as session/update notifications before the answer, and
+        its next prompt continues it (as `--resume ID` does)."""
+        if session_id in self.sessions:
+            raise RequestError(INVALID_PARAMS, f"session {session_id!r} is already open")
+        live = await self._open(cwd, mcp_servers or [], session_id)
+        assert self.client is not None
+        for update in history(live.session.agent.memory.messages, live.session.registry):
+            await self.client.session_update(session_id=session_id, update=update)
+        self.tg.start_soon(self._announce, session_id)
+        return LoadSessionResponse()
+
+    async def _open(self, cwd: str, given: list[Any], resume: str | None) -> Live:
+        """A session opened in its own task (new, or `resume`d from its transcript), with
+        the editor's approvals, file access and commands wired to it."""
         try:
-            settings = await anyio.to_thread.run_sync(self._settings, cwd, mcp_servers or [])
+            settings = await anyio.to_thread.run_sync(self._settings, cwd, given)
+            if resume is not None:
+                await anyio.to_thread.run_sync(_exactly, settings, resume)
         except ConfigError as exc:
             raise RequestError(INVALID_PARAMS, self.stderr.redact(exc.message)) from None
-        opened = await self.tg.start(self._hold, settings)
+        opened = await self.tg.start(self._hold, settings, resume)
         if isinstance(opened, BaseException):
             raise RequestError(-32603, self.stderr.redact(_message(opened))) from None
         live: Live = opened
-        session_id = live.session.saved.transcript.session_id
-        live.session.agent.approval.ask = functools.partial(self._ask, session_id)
+        session = live.session
+        session_id = session.saved.transcript.session_id
+        assert self.client is not None
+        session.agent.approval.ask = functools.partial(self._ask, session_id)
+        route_files(
+            session.registry,
+            self.client,
+            session_id,
+            settings.workspace,
+            self.client_capabilities,
+        )
+        live.commands = EditorCommands(
+            session,
+            functools.partial(self._send, session_id),
+            functools.partial(self._turn, session_id),
+        )
         self.sessions[session_id] = live
-        return NewSessionResponse(session_id=session_id)
+        return live
+
+    async def _send(self, session_id: str, update: Any) -> None:
+        assert self.client is not None
+        await self.client.session_update(session_id=session_id, update=update)
+
+    async def _announce(self, session_id: str) -> None:
+        """The commands the editor may offer (after session/new's or session/load's answer)."""
+        live = self.sessions.get(session_id)
+        if live is not None and live.commands is not None:
+            await self._send(session_id, live.commands.announcement())
 
     def _settings(self, cwd: str, given: list[Any]) -> Settings:
         """The settings for a session in `cwd`: its own files read only when trusted (the
-        one rule of every run), the editor's servers beside the configured ones."""
+        one rule of every run), the editor's servers beside the configured ones, and
+        every stdio server that names no folder of its own run in `cwd`."""
         root = Path(cwd)
         if not root.is_absolute() or not root.is_dir():
             raise ConfigError(f"cwd {cwd!r}: must be an existing absolute folder")
@@ -205,6 +278,9 @@ class AcpAgent:
             self.environ,
             ask=False,
             trusted=lambda: self.resolve({**opts, "trust_workspace": True}, self.environ),
+        )
+        settings = settings.model_copy(
+            update={"servers": tuple(_in_folder(s, settings.workspace) for s in settings.servers)}
         )
         extra = [editor_server(entry, root) for entry in given]
         if not extra:
@@ -232,14 +308,18 @@ class AcpAgent:
         )
         return settings.model_copy(update={"servers": (*kept, *sandboxed)})
 
-    async def _hold(self, settings: Settings, *, task_status: TaskStatus[Any]) -> None:
+    async def _hold(
+        self, settings: Settings, resume: str | None, *, task_status: TaskStatus[Any]
+    ) -> None:
         """Open one session and hold it until stdin ends; what kept it from opening goes
-        back to `new_session` (the other sessions go on)."""
+        back to `_open` (the other sessions go on)."""
         stderr = SafeConsole(stderr=True, redact=settings.redactor(os.environ))
         started = False
         try:
-            prepared = prepare_session(settings, stderr, None, stderr)
-            async with open_script_session(prepared, stderr) as session:
+            prepared = prepare_session(settings, stderr, resume, stderr)
+            async with open_script_session(
+                prepared, stderr, cannot_answer=ACP_CANNOT_ANSWER
+            ) as session:
                 live = Live(session, anyio.Event(), stderr)
                 task_status.started(live)
                 started = True
@@ -253,28 +333,45 @@ class AcpAgent:
     def _live(self, session_id: str) -> Live:
         live = self.sessions.get(session_id)
         if live is None:
-            raise RequestError(INVALID_PARAMS, f"no session {session_id!r}: call session/new")
+            raise RequestError(
+                INVALID_PARAMS, f"no session {session_id!r}: call session/new or session/load"
+            )
         return live
 
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         live = self._live(session_id)
         if live.turn is not None:
             raise RequestError(-32600, "a prompt is already running in this session")
-        assert self.client is not None
-        text = prompt_text(prompt)
-        if not text.strip():
+        parts = prompt_parts(prompt, live.session.agent.vision != "off")
+        if not parts.text.strip() and not parts.images:
             raise RequestError(INVALID_PARAMS, "the prompt is empty: send a text block")
-        updates = TurnUpdates(self.client, session_id, live.session.registry, live.asked)
         with anyio.CancelScope() as scope:
             live.turn = scope
             try:
-                request = await expand_refs(live.session.catalog, text, live.stderr)
-                stop = await updates.run(live.session.agent, request)
+                if (
+                    live.commands is not None
+                    and live.commands.parse(parts.text)
+                    and not parts.images
+                ):
+                    await live.commands.run(parts.text)
+                    stop: Any = "end_turn"
+                else:
+                    stop = await self._turn(session_id, parts.text, parts.image_message())
             finally:
                 live.turn = None
         if scope.cancel_called:
             return PromptResponse(stop_reason="cancelled")
         return PromptResponse(stop_reason=stop)
+
+    async def _turn(
+        self, session_id: str, text: str, attached: dict[str, Any] | None = None
+    ) -> Any:
+        """One turn of the loop, its events sent as updates; its stop reason."""
+        live = self._live(session_id)
+        assert self.client is not None
+        updates = TurnUpdates(self.client, session_id, live.session.registry, live.asked)
+        request = await expand_refs(live.session.catalog, text, live.stderr)
+        return await updates.run(live.session.agent, request, attached)
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         live = self.sessions.get(session_id)
@@ -343,6 +440,24 @@ def editor_server(entry: Any, cwd: Path) -> ServerConfig:
         f"mcpServers: '{getattr(entry, 'name', '?')}': type {kind!r} is not supported "
         "(stdio, http or sse)"
     )
+
+
+def _in_folder(server: ServerConfig, cwd: Path) -> ServerConfig:
+    """A configured stdio server with no `cwd` of its own runs in the session's folder,
+    not in this process's."""
+    if server.type != "stdio" or server.cwd:
+        return server
+    return server.model_copy(update={"cwd": str(cwd)})
+
+
+def _exactly(settings: Settings, session_id: str) -> None:
+    """`session_id` names one saved session exactly (not a prefix, not `latest`)."""
+    try:
+        found = find_session(settings.state_dir, session_id)
+    except ConfigError:
+        found = None
+    if found is None or found.stem != session_id:
+        raise ConfigError(f"no saved session {session_id!r}")
 
 
 def _is_fallback(server: ServerConfig) -> bool:

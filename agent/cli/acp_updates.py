@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
-from acp import RequestError, start_tool_call, text_block, tool_content, update_tool_call
-from acp.helpers import update_agent_message_text
+from acp import (
+    RequestError,
+    image_block,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_tool_call,
+)
+from acp.helpers import update_agent_message_text, update_user_message
 from acp.interfaces import Client
 from acp.schema import (
     EmbeddedResourceContentBlock,
+    ImageContentBlock,
     ResourceContentBlock,
     StopReason,
     TextContentBlock,
@@ -26,6 +35,7 @@ from acp.schema import (
     ToolKind,
 )
 
+from agent.common.images import MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, decoded_size, human_size
 from agent.loop.events import (
     AssistantMessage,
     Event,
@@ -38,6 +48,7 @@ from agent.loop.events import (
 )
 from agent.loop.react import Agent
 from agent.tools.registry import ToolRegistry
+from agent.tools.results import strip_marker
 from agent.tools.toolspec import ToolSpec
 from agent.ui.stream_json import DeltaMasker
 
@@ -49,6 +60,8 @@ STOP_REASONS: dict[str, StopReason] = {
     "cancelled": "cancelled",
 }
 DELETING = ("delete", "remove", "unlink", "rm", "rmdir", "drop")
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+INVALID_PARAMS = -32602
 
 
 def title_and_kind(spec: ToolSpec | None, public: str) -> tuple[str, ToolKind]:
@@ -65,27 +78,75 @@ def title_and_kind(spec: ToolSpec | None, public: str) -> tuple[str, ToolKind]:
     return title, "fetch" if spec.open_world else "other"
 
 
-def prompt_text(blocks: list[Any]) -> str:
-    """A prompt's content blocks as the turn's text: text as it is, an embedded text
-    resource as its text under its URI, a resource link as its URI. Images, audio and
-    binary resources are refused (initialize does not offer them)."""
-    parts: list[str] = []
+@dataclass
+class PromptParts:
+    """A prompt's content blocks as the turn takes them: its text, and its images as
+    image parts for the model (agent.loop.vision's shape)."""
+
+    text: str
+    images: list[dict[str, Any]] = field(default_factory=list)
+
+    def image_message(self) -> dict[str, Any] | None:
+        """The user message that carries the images, after the request's text."""
+        if not self.images:
+            return None
+        intro = {"type": "text", "text": f"The user attached {len(self.images)} image(s):"}
+        return {"role": "user", "content": [intro, *self.images]}
+
+
+def prompt_parts(blocks: list[Any], sees_images: bool) -> PromptParts:
+    """A prompt's content blocks: text as it is, an embedded text resource as its text
+    under its URI, a resource link as its URI (the model reads it with its tools), an
+    image (or an embedded image resource) as an image part when the model sees images.
+    Audio, and images the model cannot see, are refused (initialize does not offer them);
+    an embedded binary resource is named, not sent."""
+    parts = PromptParts("")
+    texts: list[str] = []
     for block in blocks:
         if isinstance(block, TextContentBlock):
-            parts.append(block.text)
-        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
-            block.resource, TextResourceContents
-        ):
-            parts.append(f"Resource {block.resource.uri}:\n{block.resource.text}")
+            texts.append(block.text)
+        elif isinstance(block, ImageContentBlock):
+            parts.images.append(_image_part(block.mime_type, block.data, sees_images))
+        elif isinstance(block, EmbeddedResourceContentBlock):
+            resource = block.resource
+            if isinstance(resource, TextResourceContents):
+                texts.append(f"Resource {resource.uri}:\n{resource.text}")
+            elif (resource.mime_type or "").startswith("image/") and sees_images:
+                parts.images.append(_image_part(resource.mime_type or "", resource.blob, True))
+            else:
+                size = human_size(decoded_size(resource.blob))
+                texts.append(
+                    f"Resource {resource.uri} ({resource.mime_type or 'binary'}, {size}: not shown)"
+                )
         elif isinstance(block, ResourceContentBlock):
-            parts.append(f"Resource {block.uri} ({block.name})")
+            texts.append(f"Resource {block.uri} ({block.name}): read it with your tools if needed")
         else:
             kind = getattr(block, "type", type(block).__name__)
             raise RequestError(
-                -32602,
-                f"prompt content of type {kind!r} is not supported: send text or text resources",
+                INVALID_PARAMS,
+                f"prompt content of type {kind!r} is not supported: send text, resources"
+                + (" or images" if sees_images else ""),
             )
-    return "\n\n".join(parts)
+    if len(parts.images) > MAX_IMAGES_PER_RESULT:
+        raise RequestError(INVALID_PARAMS, f"at most {MAX_IMAGES_PER_RESULT} images in one prompt")
+    parts.text = "\n\n".join(texts)
+    return parts
+
+
+def _image_part(mime_type: str, data: str, sees_images: bool) -> dict[str, Any]:
+    """One image for the model, bounded as a tool's images are (agent.common.images)."""
+    if not sees_images:
+        raise RequestError(INVALID_PARAMS, "the model does not see images ([llm] vision = false)")
+    if mime_type not in IMAGE_TYPES:
+        raise RequestError(
+            INVALID_PARAMS, f"image type {mime_type!r}: send {', '.join(IMAGE_TYPES)}"
+        )
+    if decoded_size(data) > MAX_IMAGE_BYTES:
+        raise RequestError(
+            INVALID_PARAMS,
+            f"an image is larger than {human_size(MAX_IMAGE_BYTES)}: send a smaller one",
+        )
+    return {"type": "image_url", "image_url": {"url": f"data:{mime_type};base64,{data}"}}
 
 
 class TurnUpdates:
@@ -120,10 +181,18 @@ class TurnUpdates:
     async def send(self, update: Any) -> None:
         await self.client.session_update(session_id=self.session_id, update=update)
 
-    async def run(self, agent: Agent, request: str) -> StopReason:
+    async def run(
+        self, agent: Agent, request: str, attached: dict[str, Any] | None = None
+    ) -> StopReason:
+        """One turn; `attached`: the prompt's images, as one user message after the
+        request (PromptParts.image_message)."""
         stop: StopReason = "end_turn"
         async with contextlib.aclosing(agent.run(request)) as events:
             async for event in events:
+                if attached is not None and isinstance(event, StepStarted):
+                    # The request is in memory (its hooks passed) and nothing is sent yet.
+                    agent.memory.add_images(attached)
+                    attached = None
                 stop = await self.on(event) or stop
         return stop
 
@@ -176,3 +245,71 @@ class TurnUpdates:
         title, kind = title_and_kind(self.registry.tools.get(event.name), event.name)
         arguments = self.registry.redact.deep(event.arguments)
         await self.send(self.started(event.call_id, title, kind, arguments, "in_progress"))
+
+
+FAILED_PREFIXES = ("Error:", "The tool reported an error", "Not run:", "The user declined")
+
+
+def history(messages: list[dict[str, Any]], registry: ToolRegistry) -> list[Any]:
+    """A loaded session's messages as the updates that show it again (session/load): the
+    user's requests as user_message_chunk, answers as agent_message_chunk, each call as a
+    tool_call with its status and output. Masked and cut as a live turn's are; the
+    images that went with tool results are not shown again."""
+    redact = registry.redact
+    results = {
+        m.get("tool_call_id"): str(m.get("content") or "")
+        for m in messages
+        if m.get("role") == "tool"
+    }
+    updates: list[Any] = []
+    previous = ""
+    for message in messages:
+        role, content = message.get("role"), message.get("content")
+        if role == "user" and previous != "tool":
+            updates += [update_user_message(block) for block in _blocks(content, redact)]
+        elif role == "assistant":
+            if isinstance(content, str) and content:
+                updates.append(update_agent_message_text(redact(content)))
+            for call in message.get("tool_calls") or []:
+                updates.append(_replayed_call(call, results.get(call.get("id")), registry))
+        previous = str(role)
+    return updates
+
+
+def _blocks(content: Any, redact: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [text_block(redact(content))] if content else []
+    blocks: list[Any] = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            blocks.append(text_block(redact(str(part.get("text", "")))))
+        elif part.get("type") == "image_url":
+            url = str((part.get("image_url") or {}).get("url", ""))
+            head, _, data = url.partition(";base64,")
+            if head.startswith("data:") and data:
+                blocks.append(image_block(data, head.removeprefix("data:")))
+    return blocks
+
+
+def _replayed_call(call: dict[str, Any], result: str | None, registry: ToolRegistry) -> Any:
+    function = call.get("function") or {}
+    name = str(function.get("name", ""))
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        arguments = function.get("arguments")
+    title, kind = title_and_kind(registry.tools.get(name), name)
+    shown = registry.redact(strip_marker(result)) if result is not None else "(no result)"
+    if len(shown) > MAX_OUTPUT_CHARS:
+        shown = shown[:MAX_OUTPUT_CHARS] + "\n… (cut here)"
+    failed = result is None or result.startswith(FAILED_PREFIXES)
+    return start_tool_call(
+        str(call.get("id", "")),
+        title,
+        kind=kind,
+        status="failed" if failed else "completed",
+        raw_input=registry.redact.deep(arguments),
+        content=[tool_content(text_block(shown))],
+    )

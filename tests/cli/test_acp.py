@@ -14,20 +14,27 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import RequestError, text_block
+from acp import RequestError, image_block, resource_link_block, text_block
 from acp.interfaces import Client
 from acp.schema import (
     AgentMessageChunk,
     AllowedOutcome,
+    AvailableCommandsUpdate,
+    BlobResourceContents,
+    ClientCapabilities,
     DeniedOutcome,
     EmbeddedResourceContentBlock,
+    FileSystemCapabilities,
     McpServerStdio,
     PermissionOption,
+    ReadTextFileResponse,
     RequestPermissionResponse,
     TextResourceContents,
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
+    UserMessageChunk,
+    WriteTextFileResponse,
 )
 from acp.stdio import spawn_agent_process
 
@@ -44,11 +51,40 @@ class Editor:
     """The editor's side: records every update, answers each permission request with the
     next of `answers` (an option id, or None: cancelled)."""
 
-    def __init__(self, *answers: str | None) -> None:
+    def __init__(self, *answers: str | None, buffers: dict[str, str] | None = None) -> None:
         self.answers = list(answers)
         self.asked: list[tuple[ToolCallUpdate, list[PermissionOption]]] = []
         self.updates: list[Any] = []
         self.chunk = anyio.Event()
+        self.commands = anyio.Event()
+        self.buffers = buffers or {}  # path -> the unsaved text of its open buffer
+        self.reads: list[tuple[str, int | None, int | None]] = []
+        self.writes: list[tuple[str, str]] = []
+
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **_: Any,
+    ) -> ReadTextFileResponse:
+        """As an editor does: the open buffer's text, else the file's."""
+        self.reads.append((path, line, limit))
+        text = self.buffers.get(path)
+        if text is None:
+            text = await anyio.Path(path).read_text()
+        lines = text.splitlines(keepends=True)[(line or 1) - 1 :]
+        return ReadTextFileResponse(content="".join(lines[:limit] if limit else lines))
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **_: Any
+    ) -> WriteTextFileResponse:
+        """As Zed does: the buffer takes the text, and is saved."""
+        self.writes.append((path, content))
+        self.buffers[path] = content
+        await anyio.Path(path).write_text(content)
+        return WriteTextFileResponse()
 
     async def request_permission(
         self, options: list[PermissionOption], session_id: str, tool_call: ToolCallUpdate, **_: Any
@@ -65,6 +101,8 @@ class Editor:
         self.updates.append(update)
         if isinstance(update, AgentMessageChunk):
             self.chunk.set()
+        if isinstance(update, AvailableCommandsUpdate):
+            self.commands.set()
 
     def of(self, kind: type) -> list[Any]:
         return [u for u in self.updates if isinstance(u, kind)]
@@ -80,7 +118,13 @@ def files_server(root: Path) -> McpServerStdio:
 
 
 @contextlib.asynccontextmanager
-async def agent(tmp_path: Path, editor: Editor, llm: ScriptedLLM, *args: str) -> AsyncIterator[Any]:
+async def agent(
+    tmp_path: Path,
+    editor: Editor,
+    llm: ScriptedLLM,
+    *args: str,
+    capabilities: ClientCapabilities | None = None,
+) -> AsyncIterator[Any]:
     """`run_mcp.py acp` spawned by the SDK's client; its stderr to a file (read on failure)."""
     env = cli_env(tmp_path, llm.base_url, SECRET)
     with (tmp_path / "acp.stderr").open("wb") as err:
@@ -94,7 +138,7 @@ async def agent(tmp_path: Path, editor: Editor, llm: ScriptedLLM, *args: str) ->
             cwd=tmp_path,
             transport_kwargs={"stderr": err},
         ) as (conn, _process):
-            init = await conn.initialize(protocol_version=1)
+            init = await conn.initialize(protocol_version=1, client_capabilities=capabilities)
             assert init.protocol_version == 1
             yield conn
 
@@ -110,21 +154,32 @@ def offered(llm: ScriptedLLM, index: int = -1) -> set[str]:
     return {t["function"]["name"] for t in llm.requests[index].get("tools", [])}
 
 
-async def test_initialize_says_what_we_have(tmp_path: Path) -> None:
+@pytest.mark.parametrize("vision", ['"auto"', "false"])
+async def test_initialize_says_what_we_have(tmp_path: Path, vision: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f"[llm]\nvision = {vision}\n")
     with ScriptedLLM() as llm:
         env = cli_env(tmp_path, llm.base_url, SECRET)
         editor = typing.cast(Client, Editor())
         async with spawn_agent_process(
-            editor, sys.executable, str(RUN_MCP), "acp", env=env, cwd=tmp_path
+            editor,
+            sys.executable,
+            str(RUN_MCP),
+            "acp",
+            "--config",
+            str(config),
+            env=env,
+            cwd=tmp_path,
         ) as (conn, _):
             init = await conn.initialize(protocol_version=1)
     caps = init.agent_capabilities
     assert init.protocol_version == 1 and caps is not None
-    assert caps.load_session is False
+    assert caps.load_session is True
     assert caps.mcp_capabilities is not None and caps.mcp_capabilities.http is True
     assert caps.prompt_capabilities is not None
     assert caps.prompt_capabilities.embedded_context is True
-    assert caps.prompt_capabilities.image is False
+    # Images only when the model may see them ([llm] vision not false).
+    assert caps.prompt_capabilities.image is (vision != "false")
 
 
 async def test_an_allowed_call_runs_and_streams_a_rejected_one_does_not_run(
@@ -282,3 +337,191 @@ async def test_stop_reasons_and_what_a_session_refuses(tmp_path: Path) -> None:
             assert steps.stop_reason == "max_turn_requests"
             with pytest.raises(RequestError, match="the model is broken"):
                 await conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
+
+
+FS = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
+FORM_SERVER = Path(__file__).parents[1] / "support" / "form_server.py"
+PNG = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def system_prompt(llm: ScriptedLLM, index: int = 0) -> str:
+    return str(llm.requests[index]["messages"][0]["content"])
+
+
+async def test_commands_are_announced_and_run_in_the_editor(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    editor = Editor()
+    script = [text("Hello."), text("Hello again."), text("They said hello twice.")]
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            with anyio.fail_after(30):
+                await editor.commands.wait()
+            sid = session.session_id
+            said: dict[str, str] = {}
+            for line in ("/tools files", "/servers", "/login files", "/nosuch", "/usage"):
+                before = len(editor.updates)
+                reply = await conn.prompt(session_id=sid, prompt=[text_block(line)])
+                assert reply.stop_reason == "end_turn"
+                chunks = [u for u in editor.updates[before:] if isinstance(u, AgentMessageChunk)]
+                said[line] = "".join(u.content.text for u in chunks)
+            assert not llm.requests  # a command is not a turn: the model was not asked
+            for word in ("hi", "hi again"):
+                await conn.prompt(session_id=sid, prompt=[text_block(word)])
+            before = len(editor.updates)
+            await conn.prompt(session_id=sid, prompt=[text_block("/compact")])
+            compacted = "".join(
+                u.content.text for u in editor.updates[before:] if isinstance(u, AgentMessageChunk)
+            )
+    [announced] = editor.of(AvailableCommandsUpdate)
+    names = {c.name for c in announced.available_commands}
+    # The REPL's table, less what needs its terminal.
+    assert {"compact", "tools", "servers", "undo", "approve", "usage", "model"} <= names
+    assert not names & {"exit", "quit", "login", "app", "apps", "help"}
+    assert "read_file" in said["/tools files"] and "write_file" in said["/tools files"]
+    assert said["/tools files"].startswith("```")  # a listing keeps its columns
+    assert "files" in said["/servers"] and "ready" in said["/servers"]
+    assert said["/login files"] == "/login needs a terminal: run it in `run_mcp.py -i`"
+    assert said["/nosuch"].startswith("unknown command /nosuch")
+    assert "session" in said["/usage"]
+    # /compact had the model summarise the turns before the last one, and said so.
+    assert len(llm.requests) == 3 and "Hello." in json.dumps(llm.requests[2]["messages"])
+    assert "compact" in compacted.lower(), compacted
+    llm.assert_complete()
+
+
+async def test_the_editor_reads_and_writes_the_files_inside_its_cwd(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    (tmp_path / "outside.txt").write_text("not for the model")
+    notes = str(root / "notes.txt")
+    editor = Editor("allow_once", "allow_once", buffers={notes: "hello, unsaved\nline two\n"})
+    script = [
+        tool_calls(("files__read_file", {"path": "notes.txt"})),
+        tool_calls(("files__read_file", {"path": "../outside.txt"})),
+        tool_calls(("files__write_file", {"path": "new.txt", "content": "made"})),
+        tool_calls(("files__edit_file", {**EDIT, "old_text": "unsaved"})),
+        text("Done."),
+    ]
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, editor, llm, capabilities=FS) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("work")])
+    results = [m["content"] for m in llm.messages(-1) if m["role"] == "tool"]
+    # The model read the editor's unsaved buffer, marked as a server's result is.
+    assert "hello, unsaved" in results[0] and "<untrusted-data" in results[0]
+    # Outside the cwd: the bundled server refused it, in its words; the editor was not asked.
+    assert "outside the workspace" in results[1] and "not for the model" not in results[1]
+    assert [Path(p).name for p, _, _ in editor.reads] == ["notes.txt", "notes.txt"]
+    # The write and the edit went through the editor (asked first, as every write is).
+    assert editor.writes[0] == (str(root / "new.txt"), "made")
+    assert editor.writes[1] == (notes, "hello, changed\nline two\n")
+    assert "created new.txt" in results[2] and "replaced 1 occurrence" in results[3]
+    assert len(editor.asked) == 2 and (root / "new.txt").read_text() == "made"
+
+
+async def test_without_fs_the_bundled_server_does_its_own_files(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    editor = Editor(buffers={str(root / "notes.txt"): "unsaved"})
+    script = [tool_calls(("files__read_file", {"path": "notes.txt"})), text("ok")]
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, editor, llm) as conn:  # no fs capabilities
+            session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("read")])
+    assert not editor.reads and "hello" in json.dumps(llm.messages(-1))
+
+
+async def test_the_model_is_told_the_session_cwd_not_the_process_cwd(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with ScriptedLLM(text("ok")) as llm:
+        async with agent(tmp_path, Editor(), llm) as conn:  # the process runs in tmp_path
+            session = await conn.new_session(cwd=str(root), mcp_servers=[])
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("where?")])
+    assert f"- Working directory: {root.resolve()}\n" in system_prompt(llm)
+    # The bundled server a session gets by default serves that folder too.
+    assert f"workspace at {root.resolve()}" in system_prompt(llm)
+
+
+async def test_a_saved_session_is_loaded_replayed_and_continued(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    first = [tool_calls(("local__read_file", {"path": "notes.txt"})), text("It says hello.")]
+    with ScriptedLLM(*first) as llm:
+        async with agent(tmp_path, Editor(), llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[])
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("read notes")])
+    editor = Editor()
+    with ScriptedLLM(text("Still hello.")) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            with pytest.raises(RequestError, match="no saved session"):
+                await conn.load_session(cwd=str(root), session_id="latest", mcp_servers=[])
+            await conn.load_session(cwd=str(root), session_id=session.session_id, mcp_servers=[])
+            replayed = list(editor.updates)
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("and now?")])
+    # Replayed before the answer: the request, the call (with its status), the answer.
+    [user] = [u for u in replayed if isinstance(u, UserMessageChunk)]
+    assert user.content.text == "read notes"
+    [call] = [u for u in replayed if isinstance(u, ToolCallStart)]
+    assert call.status == "completed" and call.kind == "read"
+    assert call.raw_input == {"path": "notes.txt"} and call.content is not None
+    assert "hello" in json.dumps([c.model_dump() for c in call.content])
+    assert [u.content.text for u in replayed if isinstance(u, AgentMessageChunk)] == [
+        "It says hello."
+    ]
+    # The model continues the conversation it had.
+    sent = json.dumps(llm.messages(-1))
+    assert "read notes" in sent and "It says hello." in sent and "and now?" in sent
+    assert editor.answer().endswith("Still hello.")
+
+
+async def test_images_and_resources_in_a_prompt(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    link = resource_link_block("file:///ws/big.bin", "big.bin")
+    blob = EmbeddedResourceContentBlock(
+        type="resource",
+        resource=BlobResourceContents(uri="file:///ws/a.bin", blob="AAAA", mime_type="x/y"),
+    )
+    prompt = [text_block("what is this?"), image_block(PNG, "image/png"), link, blob]
+    with ScriptedLLM(text("A dot.")) as llm:
+        async with agent(tmp_path, Editor(), llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[])
+            await conn.prompt(session_id=session.session_id, prompt=prompt)
+            with pytest.raises(RequestError, match="'audio' is not supported"):
+                audio = {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}
+                await conn.prompt(session_id=session.session_id, prompt=[audio])
+    messages = llm.messages(0)
+    request = [m for m in messages if m["role"] == "user"]
+    assert (
+        "what is this?" in request[0]["content"] and "file:///ws/big.bin" in request[0]["content"]
+    )
+    assert "file:///ws/a.bin (x/y, 3 B: not shown)" in request[0]["content"]
+    parts = request[1]["content"]  # the images, right after the request
+    assert parts[1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
+
+
+async def test_an_image_is_refused_when_the_model_does_not_see_images(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    config = tmp_path / "config.toml"
+    config.write_text("[llm]\nvision = false\n")
+    with ScriptedLLM() as llm:
+        async with agent(tmp_path, Editor(), llm, "--config", str(config)) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[])
+            with pytest.raises(RequestError, match="does not see images"):
+                prompt = [text_block("look"), image_block(PNG, "image/png")]
+                await conn.prompt(session_id=session.session_id, prompt=prompt)
+    assert not llm.requests
+
+
+async def test_a_server_s_form_is_declined_in_acp_s_own_words(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    form = McpServerStdio(name="form", command=sys.executable, args=[str(FORM_SERVER)], env=[])
+    script = [tool_calls(("form__confirm", {"action": "deploy"})), text("declined")]
+    editor = Editor("allow_once")
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[form])
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("deploy")])
+    assert "the form was answered: decline" in json.dumps(llm.messages(-1))
+    said = (tmp_path / "acp.stderr").read_text()
+    assert "declined: ACP has no way to put a tool server's form to the editor" in said
+    assert "single-shot" not in said and "-i at a terminal" not in said
