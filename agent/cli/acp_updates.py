@@ -212,7 +212,7 @@ class TurnUpdates:
             case ToolCallStarted():
                 await self._started(event)
             case ToolCallFinished():
-                shown = redact(event.output)
+                shown = redact(strip_marker(event.output))  # the envelope is the model's
                 if len(shown) > MAX_OUTPUT_CHARS:
                     shown = shown[:MAX_OUTPUT_CHARS] + "\n… (cut here; the model saw it all)"
                 await self.send(

@@ -39,6 +39,7 @@ from acp.schema import (
 from acp.stdio import spawn_agent_process
 
 from agent.config.build import BUNDLED_MAIN
+from agent.tools.results import strip_marker
 from tests.support.cli import RUN_MCP, cli_env
 from tests.support.fake_llm import ScriptedLLM, error, forever, text, tool_calls
 
@@ -410,7 +411,7 @@ async def test_the_editor_reads_and_writes_the_files_inside_its_cwd(tmp_path: Pa
             await conn.prompt(session_id=session.session_id, prompt=[text_block("work")])
     results = [m["content"] for m in llm.messages(-1) if m["role"] == "tool"]
     # The model read the editor's unsaved buffer, marked as a server's result is.
-    assert "hello, unsaved" in results[0] and "<untrusted-data" in results[0]
+    assert "hello, unsaved" in results[0] and strip_marker(results[0]) != results[0]
     # Outside the cwd: the bundled server refused it, in its words; the editor was not asked.
     assert "outside the workspace" in results[1] and "not for the model" not in results[1]
     assert [Path(p).name for p, _, _ in editor.reads] == ["notes.txt", "notes.txt"]
