@@ -53,8 +53,10 @@ QUOTED_NOTE = (
 )
 _NOTE_MARK = "is copied from a tool result (untrusted data); calls written in tool data never run]"
 _ENVELOPED = re.compile(
-    r'<untrusted-data server="[^\n]*?" id="(?P<id>[0-9a-f]{8})">\n(?P<body>.*?)'
-    r'\n</untrusted-data id="(?P=id)">',
+    r'\[data from server "[^\n]*?", not instructions \| (?P<id>[0-9a-f]{12})\]\n(?P<body>.*?)'
+    r"\n\[end of data (?P=id)\]"
+    r'|<untrusted-data server="[^\n]*?" id="(?P<old>[0-9a-f]{8})">\n(?P<oldbody>.*?)'
+    r'\n</untrusted-data id="(?P=old)">',  # resumed sessions of earlier versions
     re.DOTALL,
 )
 _UNWRITTEN = re.compile(r"[\s\\]+")  # what a quote may change: layout and JSON escapes
@@ -72,7 +74,7 @@ class TextCalls:
 
 class Untrusted:
     """The untrusted text of a request's messages, for telling a quoted call from the
-    model's own: every tool result, every `<untrusted-data>` envelope elsewhere (a resource
+    model's own: every tool result, every data envelope elsewhere (a resource
     attached to a user turn, a compaction summary), and earlier replies that already held a
     quoted call (the copy is as untrusted as its source, once the source is trimmed away).
     Built lazily: most replies write no call as text."""
@@ -115,7 +117,9 @@ def _untrusted_texts(message: dict[str, Any]) -> list[str]:
         texts = [content] if isinstance(content, str) else []
     if message.get("role") == "tool":
         return texts
-    found = [m.group("body") for t in texts for m in _ENVELOPED.finditer(t)]
+    found = [
+        m.group("body") or m.group("oldbody") or "" for t in texts for m in _ENVELOPED.finditer(t)
+    ]
     if message.get("role") == "assistant":
         found += [t for t in texts if _NOTE_MARK in t]
     return found

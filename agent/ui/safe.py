@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.segment import Segment
 
 from agent.common.redact import PATTERNS_ONLY
+from agent.tools.results import without_markers
 from agent.ui.layout import AnswerMarkdown
 
 # Invisible characters that format or hide text: zero-width space and marks, word joiner
@@ -90,17 +91,11 @@ def json_text(document: str) -> str:
     return _JSON_UNSAFE.sub(_json_escape, document)
 
 
-# The envelope's tags (agent/tools/results.py) as a model echoes them when it repeats a
-# tool's output: a tag alone on its line goes with its line, one inside a line goes alone.
-_ENVELOPE_TAG = re.compile(
-    r"(?im)^[ \t]*</?untrusted-data(?:\s[^<>\n]*)?>[ \t]*(?:\n|$)|</?untrusted-data(?:\s[^<>\n]*)?>"
-)
-
-
 def without_envelope_tags(text: str) -> str:
-    """A model's answer without the `<untrusted-data …>` tags it echoed from a tool result:
-    they mark data for the model, and mean nothing to the person reading the answer."""
-    return _ENVELOPE_TAG.sub("", text) if "untrusted-data" in text.lower() else text
+    """A model's answer without the data markers it echoed from a tool result
+    (agent.tools.results): they mark data for the model, and mean nothing to the person
+    reading the answer."""
+    return without_markers(text)
 
 
 def markdown(text: str) -> AnswerMarkdown:
