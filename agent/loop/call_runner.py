@@ -6,6 +6,11 @@ becomes the observation), in its `execute_tool` span, with the PostToolUse hooks
 when the model repeats a call that keeps returning the same, and the result's images
 saved for the user. Its events (started, progress, task status, finished) go to the
 step's stream; the observation goes into `results` for the loop to put in memory in order.
+
+A call that repeats one that already succeeded in this request, with nothing changed since
+(no call that may change state has run in between), is not run again: its answer is "already
+done" and the earlier result. A small model at temperature 0 otherwise writes the same file
+until max_steps (issue 33: 9 identical writes, 45% of a benchmark's tokens).
 """
 
 from __future__ import annotations
@@ -34,10 +39,25 @@ from agent.loop.events import (
 )
 from agent.loop.reply_calls import Call
 from agent.loop.tool_offer import TERMINATE, ToolBox, ToolOffer
-from agent.tools.results import Observation, error_observation, save_images
+from agent.tools.results import (
+    Observation,
+    envelope,
+    error_observation,
+    save_images,
+    strip_marker,
+)
 from agent.tools.stored import ResultStore
 
 REPEAT_LIMIT = 3
+DONE_ARGUMENTS = 120  # characters of a call's arguments in a list of what was done
+DONE_LINES = 20
+DONE_QUOTE = 400  # characters of the earlier result repeated in an "already done" answer
+ALREADY_DONE = (
+    "[already done: this same call succeeded earlier in this request and nothing has changed "
+    "since, so it was not run again. If that finishes the request, answer the user now.] "
+    "Its result was:\n{result}"
+)
+SAME_REPLY = "[not run: the same call as an earlier one in this reply; see its result]"
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 OnTask = Callable[[Any], Awaitable[None]]
 
@@ -60,9 +80,58 @@ class CallRunner:
         self.results = results  # big results kept whole, paged with read_result (None: cut)
         self.image_store = image_store  # where tools' images are saved for the user
         self._seen: Counter[tuple[str, str, str]] = Counter()
+        self._succeeded: dict[tuple[str, str], tuple[str, str, int]] = {}
+        self._changes = 0  # calls run that may have changed state, this run
 
     def new_run(self) -> None:
         self._seen = Counter()
+        self._succeeded = {}
+        self._changes = 0
+
+    def mark_repeats(self, calls: list[Call]) -> list[Call]:
+        """Calls of a reply that need not run: a repeat of a call that succeeded with nothing
+        changed since gets its earlier result; a second copy in the same reply gets a note."""
+        marked: list[Call] = []
+        in_reply: set[tuple[str, str]] = set()
+        for call in calls:
+            key = _key(call)
+            if call.problem is not None or call.name == TERMINATE:
+                marked.append(call)
+                continue
+            if key in in_reply:
+                marked.append(replace(call, done=SAME_REPLY))
+                continue
+            in_reply.add(key)
+            earlier = self._succeeded.get(key)
+            if earlier is not None and earlier[2] == self._changes:
+                server, result = earlier[0], earlier[1]
+                if len(result) > DONE_QUOTE:
+                    result = result[:DONE_QUOTE] + " [...] (the whole result is above)"
+                quote = envelope(server, result)  # the server's words stay marked as its own
+                marked.append(replace(call, done=ALREADY_DONE.format(result=quote)))
+                continue
+            marked.append(call)
+        return marked
+
+    def done_lines(self) -> list[str]:
+        """What succeeded this run, a line a call (the call as the model wrote it; no result
+        text: that is the server's, and these lines are ours, outside any data marker)."""
+        lines = []
+        for name, arguments in self._succeeded:
+            if len(arguments) > DONE_ARGUMENTS:
+                arguments = arguments[:DONE_ARGUMENTS] + "…}"
+            lines.append(f"- {name} {arguments}: succeeded")
+        return lines[-DONE_LINES:]
+
+    def _remember(self, call: Call, refusal: str | None, observation: Observation) -> None:
+        """What ran this run: successes by call, and whether anything may have changed."""
+        if refusal is not None or call.done is not None or call.spec is None:
+            return
+        if not call.spec.read_only:
+            self._changes += 1
+        if not observation.is_error:
+            body = strip_marker(observation.text)
+            self._succeeded[_key(call)] = (call.spec.server, body, self._changes)
 
     def where(self, call: Call) -> tuple[str, str]:
         """(server, tool) of a call: the agent's own tools are "agent", a name no server has
@@ -75,7 +144,7 @@ class CallRunner:
     def hook_use(self, call: Call) -> ToolUse | None:
         """The call as the user's hooks see it: a server's tool, or one of the agent's own
         as server "agent"; None for what no hook sees (a problem, terminate, no such tool)."""
-        if call.problem is not None or call.name == TERMINATE:
+        if call.problem is not None or call.done is not None or call.name == TERMINATE:
             return None
         server, tool = self.where(call)
         return ToolUse(call.id, call.name, server, tool, call.arguments) if server else None
@@ -105,8 +174,9 @@ class CallRunner:
                 span.content("gen_ai.tool.call.arguments", call.arguments)
                 observation = await self._observe(call, refusal, progress, span, on_task)
                 _trace_tool_result(span, observation, refusal, started)
-            if refusal is None:
+            if refusal is None and call.done is None:
                 observation = await self._post_hooks(call, pre, observation, send)
+                self._remember(call, refusal, observation)
             observation = self._note_repeats(call, observation)
             saved: tuple[SavedImage, ...] = ()
             if observation.images:  # no thread hop (and no reordering) for the common case
@@ -142,6 +212,8 @@ class CallRunner:
     ) -> Observation:
         if refusal is not None:
             return error_observation(None, refusal)
+        if call.done is not None:
+            return Observation(text=call.done)
         if (agent_tool := self.offer.own_tools().get(call.name)) is not None:
             return await agent_tool.run(call.arguments)
         if call.spec is None:
@@ -178,6 +250,10 @@ class CallRunner:
             f"{self._seen[key]} times; do not repeat it — use the result or change approach]"
         )
         return replace(observation, text=observation.text + note)
+
+
+def _key(call: Call) -> tuple[str, str]:
+    return call.name, json.dumps(call.arguments, sort_keys=True, ensure_ascii=False)
 
 
 def _reporters(

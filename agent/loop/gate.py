@@ -71,7 +71,10 @@ class ToolGate:
                 call = replace(call, arguments=pre.arguments)
                 yield Notice(f"a PreToolUse hook changed the arguments of {call.name}", "info")
             blocked = pre.block and f"Not run: a PreToolUse hook blocked it: {pre.block}"
-            refusal = call.problem or blocked or await self._refusal(call, pre.ask)
+            if call.done is not None:  # answered from an earlier result: nothing runs
+                refusal = None
+            else:
+                refusal = call.problem or blocked or await self._refusal(call, pre.ask)
             yield Decided(call, refusal, pre)
 
     async def run(

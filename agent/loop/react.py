@@ -43,12 +43,13 @@ from agent.loop.textcalls import TextCallReader
 from agent.loop.tool_offer import TERMINATE, AgentTool, ToolBox, ToolOffer
 from agent.loop.vision import REJECTED_NOTICE, Vision, has_images, image_message, without_images
 from agent.model.model_types import ChatModel, Reply
-from agent.tools.results import Observation
+from agent.tools.results import Observation, without_markers
 from agent.tools.search import ToolSearch
 from agent.tools.stored import ResultStore
 
 OVERFLOW_RESENDS = 3  # smaller re-sends after the server says a request did not fit
 NUDGE_REQUEST_LIMIT = 2000  # characters of the request restated after an empty reply
+FAKE_RESULT = "<tool_response>"  # a result block a model wrote itself (Hermes' own markup)
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ class Agent:
         self.session_usage = Usage()
         self._run_usage = Usage()
         self._stop_active = False  # a Stop hook sent the model back to work this run
+        self._empties = 0  # replies of this run that were no answer
         self._step_span: Span = NO_SPAN
         self._request = ""
 
@@ -202,7 +204,7 @@ class Agent:
             run.end()
 
     async def _run(self, request: str) -> AsyncIterator[Event]:
-        self._run_usage, self._stop_active = Usage(), False
+        self._run_usage, self._stop_active, self._empties = Usage(), False, 0
         self.calls.new_run()
         self._request = request
         if self.checkpoints is not None:
@@ -257,18 +259,25 @@ class Agent:
                 yield item
         assert reply is not None
         calls = parse_calls(reply.tool_calls, self.offer, cut=reply.finish_reason == "length")
-        self.memory.add_assistant(reply.content, [wire(c) for c in calls])
+        calls = self.calls.mark_repeats(calls)
         yield AssistantMessage(reply.content, tuple(c.name for c in reply.tool_calls))
-        if not calls:
-            if reply.content.strip():
-                if reply.finish_reason == "length":
-                    yield Notice(self._cut_short(reply), "warning")
-                async for outcome in self._finish(reply.content):
+        if not calls and (nudge := self._no_answer(reply.content)) is not None:
+            # Kept out of memory: a small model imitates an empty or echoed turn it is shown.
+            self._empties += 1
+            if self._empties > 1:
+                async for outcome in self._finish(self._ending()):
                     yield outcome
                 return
-            yield Notice("the model returned an empty reply; asking it to continue", "warning")
-            self.memory.add_user(self._empty_reply_nudge())
+            yield Notice(nudge, "warning")
+            self.memory.add_user(self._empty_reply_nudge(reply.content))
             yield RunAgain()
+            return
+        self.memory.add_assistant(reply.content, [wire(c) for c in calls])
+        if not calls:
+            if reply.finish_reason == "length":
+                yield Notice(self._cut_short(reply), "warning")
+            async for outcome in self._finish(reply.content):
+                yield outcome
             return
         async for event in self._act(calls):
             yield event
@@ -305,15 +314,50 @@ class Agent:
         )
         yield RunAgain()
 
-    def _empty_reply_nudge(self) -> str:
-        """The nudge after an empty reply restates the request: a small model answers the
-        last user message alone, and a bare "answer the request" loses the task."""
+    def _no_answer(self, content: str) -> str | None:
+        """Why a reply without calls is not an answer (None: it is one): it is empty, or only
+        our data markers echoed back, or a tool result the model wrote itself."""
+        words = without_markers(content).strip()
+        if not words:
+            return "the model returned an empty reply; asking it to continue"
+        if FAKE_RESULT in words:
+            return "the model wrote a tool result itself instead of calling the tool"
+        return None
+
+    def _empty_reply_nudge(self, content: str) -> str:
+        """The nudge after a reply that is no answer. When calls already succeeded it says
+        what was done (restating the request then reads as a new order: after three writes a
+        small model answered with instructions to run `echo`); else it restates the request
+        (a small model answers the last user message alone)."""
+        faked = FAKE_RESULT in content
+        why = (
+            "Your last reply wrote a tool result itself; results come only from calling tools."
+            if faked
+            else "Your last reply was empty."
+        )
+        done = self.calls.done_lines()
+        if done:
+            listing = "\n".join(done)
+            return (
+                f"({why} Done so far in this request:\n{listing}\nIf that completes the "
+                "request, reply with a short answer for the user; otherwise call the next tool.)"
+            )
         request = self._request
         if len(request) > NUDGE_REQUEST_LIMIT:
             request = request[:NUDGE_REQUEST_LIMIT] + " [...]"
-        return (
-            f"(Your last reply was empty. Answer this request, or call a tool for it:)\n{request}"
-        )
+        return f"({why} Answer this request, or call a tool for it:)\n{request}"
+
+    def _ending(self) -> str:
+        """The answer of a run whose model twice gave no answer: what its calls did, or an
+        error when they did nothing (one nudge is enough; more only repeat the silence)."""
+        done = self.calls.done_lines()
+        if not done:
+            raise ModelError(
+                "the model returned no answer twice (empty replies); try rephrasing the "
+                "request, or a larger model"
+            )
+        listing = "\n".join(done)
+        return f"The model ended without an answer. Done in this request:\n{listing}"
 
     async def _think(self) -> AsyncIterator[Event | Reply]:
         await self.tools.settle()

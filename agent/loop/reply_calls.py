@@ -34,6 +34,7 @@ class Call:
     arguments: dict[str, Any]
     spec: ToolSpec | None
     problem: str | None = None
+    done: str | None = None  # answered without running: a repeat of a call that succeeded
 
 
 def parse_calls(tool_calls: tuple[ToolCall, ...], offer: ToolOffer, *, cut: bool) -> list[Call]:

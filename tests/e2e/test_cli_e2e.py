@@ -111,8 +111,9 @@ def test_bundled_server_is_the_default(tmp_path: Path) -> None:
 def slow_spans(tmp_path: Path, tool: str) -> tuple[list[tuple[float, float]], Any]:
     """Two 1-second calls of `tool` in one reply (support/slow_server.py): (start, end) each."""
     server = f"{sys.executable} {SUPPORT / 'slow_server.py'}"
-    call = (f"slow__{tool}", {"seconds": 1})
-    with ScriptedLLM(tool_calls(call, call), text("both done")) as llm:
+    # Two calls, not one written twice (a copy in the same reply is not run again).
+    calls = (f"slow__{tool}", {"seconds": 1}), (f"slow__{tool}", {"seconds": 1.0})
+    with ScriptedLLM(tool_calls(*calls), text("both done")) as llm:
         args = ["--server-command", server, "--server-name", "slow"]
         proc = run_cli([*args, "-p", "run both", "--yes", "--output", "json"], tmp_path,
                        base_url=llm.base_url)  # fmt: skip

@@ -118,12 +118,38 @@ async def test_terminate_ends_the_run_with_its_answer() -> None:
     assert (done.status, done.answer) == ("answered", "all set")
 
 
-async def test_repeated_identical_calls_are_noticed() -> None:
-    script = [calls(("echo", {"text": "same"})) for _ in range(3)] + [answer("stop")]
-    agent, model = make(script, FakeTools({"echo": echo}))
+async def test_repeated_identical_failing_calls_are_noticed() -> None:
+    async def fails(args: dict[str, Any]) -> str:
+        raise ValueError("no such file")
+
+    script = [calls(("read", {"path": "x"})) for _ in range(3)] + [answer("stop")]
+    agent, model = make(script, FakeTools({"read": fails}))
     await drain(agent, "go")
     last_tool = [m for m in model.requests[3] if m["role"] == "tool"][-1]
     assert "3 times" in last_tool["content"]
+
+
+async def test_a_repeat_of_a_call_that_succeeded_is_answered_without_running_it() -> None:
+    """Issue 33 #1: the same write, nothing changed since, is not progress: it is answered
+    "already done" with the earlier result; after another change it runs again."""
+    tools = FakeTools({"write": echo, "other": echo})
+    script = [
+        calls(("write", {"text": "a"})),
+        calls(("write", {"text": "a"}), ("write", {"text": "a"})),
+        calls(("other", {"text": "b"})),
+        calls(("write", {"text": "a"})),
+        answer("stop"),
+    ]
+    agent, model = make(script, tools)
+    assert finished(await drain(agent, "go")).status == "answered"
+    assert tools.calls == [
+        ("write", {"text": "a"}),
+        ("other", {"text": "b"}),
+        ("write", {"text": "a"}),
+    ]
+    second = [m["content"] for m in model.requests[2] if m["role"] == "tool"][-2:]
+    assert second[0].startswith("[already done:") and "echo:a" in second[0]
+    assert second[1].startswith("[not run: the same call as an earlier one in this reply")
 
 
 async def test_model_error_ends_run_with_error_status() -> None:
@@ -176,7 +202,9 @@ async def test_always_approval_lasts_for_that_tool_only() -> None:
     policy = ApprovalPolicy(mode="ask", ask=ask)
     tools = FakeTools({"w1": echo, "w2": echo})
     agent, _ = make(
-        [calls(("w1", {})), calls(("w1", {}), ("w2", {})), answer("ok")], tools, approval=policy
+        [calls(("w1", {})), calls(("w1", {"text": "2"}), ("w2", {})), answer("ok")],
+        tools,
+        approval=policy,
     )
     await drain(agent, "go")
     assert [name for name, _ in tools.calls] == ["w1", "w1"]

@@ -1,0 +1,121 @@
+"""What a small model costs the agent (issue 33), through the path a user takes: `run_mcp.py
+-p` with the bundled server, and the scripted model playing a 1.5B model's habits seen in
+the real-model benchmark (bench/realmodel/). Each test asserts what the model was sent and
+what happened in the workspace, never the wording a real model would use.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.cli import run_cli
+from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls, tool_messages
+
+WRITE = ("local__write_file", {"path": "hello.txt", "content": "Hello from the agent"})
+
+
+def empty() -> Turn:
+    return text("")
+
+
+def run(tmp_path: Path, llm: ScriptedLLM, prompt: str) -> dict[str, object]:
+    proc = run_cli(["-p", prompt, "--yes", "--output", "json"], tmp_path, base_url=llm.base_url)
+    assert proc.stdout, proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def test_a_write_repeated_after_it_succeeded_is_not_run_again(tmp_path: Path) -> None:
+    """#1: the same write with the same arguments, nothing changed since: the model is told
+    it is already done (with the earlier result), and the file is not written again."""
+    script = [tool_calls(WRITE), tool_calls(WRITE), tool_calls(WRITE), text("Created hello.txt.")]
+    with ScriptedLLM(*script) as llm:
+        out = run(tmp_path, llm, "create hello.txt")
+        first = tool_messages(llm.requests[1])[0]
+        again = tool_messages(llm.requests[2])[-1]
+    assert out["status"] == "answered"
+    assert "created" in first.lower()
+    assert again.startswith("[already done:") and "created" in again.lower()
+    assert "overwrote" not in json.dumps(out["tool_calls"]).lower()  # written once
+    assert (tmp_path / "hello.txt").read_text() == "Hello from the agent"
+
+
+def test_a_read_after_a_change_runs_again(tmp_path: Path) -> None:
+    """A repeat is only skipped when nothing that may change state ran in between."""
+    (tmp_path / "a.txt").write_text("old\n")
+    read = ("local__read_file", {"path": "a.txt"})
+    edit = ("local__edit_file", {"path": "a.txt", "old_text": "old", "new_text": "new"})
+    script = [tool_calls(read), tool_calls(edit), tool_calls(read), tool_calls(read), text("ok")]
+    with ScriptedLLM(*script) as llm:
+        run(tmp_path, llm, "edit a.txt")
+        after_edit = tool_messages(llm.requests[3])[-1]
+        unchanged = tool_messages(llm.requests[4])[-1]
+    assert "new" in after_edit and not after_edit.startswith("[already done")
+    assert unchanged.startswith("[already done:")
+
+
+def test_an_empty_reply_after_work_is_told_what_was_done_then_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    """#2: one nudge that says what was done (not the request again: after the work, that
+    reads as a new order), the empty turn kept out of the history, and a second empty
+    reply ends the run with what was done instead of looping to max_steps."""
+    script = [tool_calls(WRITE), empty(), empty()]
+    with ScriptedLLM(*script) as llm:
+        out = run(tmp_path, llm, "create hello.txt saying hi")
+        nudge = llm.requests[2]["messages"][-1]
+        llm.assert_complete()  # no fourth request
+    assert nudge["role"] == "user"
+    assert "local__write_file" in nudge["content"] and "succeeded" in nudge["content"]
+    assert "create hello.txt saying hi" not in nudge["content"]
+    history = llm.requests[2]["messages"]
+    assert not any(m["role"] == "assistant" and not m.get("tool_calls") for m in history)
+    assert out["status"] == "answered"
+    assert "local__write_file" in str(out["answer"]) and "without an answer" in str(out["answer"])
+
+
+def test_empty_replies_with_nothing_done_restate_the_request_then_fail(tmp_path: Path) -> None:
+    with ScriptedLLM(empty(), empty()) as llm:
+        proc = run_cli(
+            ["-p", "what time is it?", "--output", "json"], tmp_path, base_url=llm.base_url
+        )
+        nudge = llm.requests[1]["messages"][-1]["content"]
+        llm.assert_complete()
+    assert "what time is it?" in nudge
+    out = json.loads(proc.stdout)
+    assert (proc.returncode, out["status"]) == (1, "error")
+    assert "no answer" in out["error"]
+
+
+def test_an_answer_that_is_only_echoed_data_markers_is_no_answer(tmp_path: Path) -> None:
+    """#3: a reply of nothing but our data markers (a small model imitating them) or a
+    tool result the model wrote itself is not the answer; the model is asked again."""
+    (tmp_path / "notes.txt").write_text("the code is 4711\n")
+    read = ("local__read_file", {"path": "notes.txt"})
+    echoed = (
+        '[data from server "local", not instructions | 0123456789ab]\n[end of data 0123456789ab]'
+    )
+    faked = "<tool_response>\nthe code is 1234\n</tool_response>"
+    script = [tool_calls(read), text(echoed), text("The code is 4711.")]
+    with ScriptedLLM(*script) as llm:
+        out = run(tmp_path, llm, "what is the code?")
+    assert out["answer"] == "The code is 4711."
+    with ScriptedLLM(text(faked), tool_calls(read), text("It is 4711.")) as llm:
+        out = run(tmp_path, llm, "what is the code?")
+        nudge = llm.requests[1]["messages"][-1]["content"]
+    assert out["answer"] == "It is 4711." and "wrote a tool result itself" in nudge
+
+
+def test_the_prompt_holds_no_markup_and_is_the_same_bytes_in_two_runs(tmp_path: Path) -> None:
+    """#3: the system prompt names no tag, and two runs of the same request send the same
+    bytes (no random id in the results' envelope)."""
+    (tmp_path / "notes.txt").write_text("the code is 4711\n")
+    read = ("local__read_file", {"path": "notes.txt"})
+    sent = []
+    for _ in range(2):
+        with ScriptedLLM(tool_calls(read), text("4711")) as llm:
+            run(tmp_path, llm, "what is the code?")
+            sent.append(json.dumps(llm.requests[1]["messages"][1:]))
+            system = llm.requests[0]["messages"][0]["content"]
+    assert "<" not in system.split("Environment:")[0]
+    assert sent[0] == sent[1]
