@@ -33,18 +33,23 @@ from typing import Any, Literal
 
 from agent.loop.events import Event, ModelRetry, TextDelta
 from agent.model.model_types import ChatModel, Reply, RetryNotice, ToolCall
+from agent.tools.results import without_markers
 
 Family = Literal["hermes", "json"]
 Mode = Literal["auto", "native", "text"]
 
 # Linear on any text (these also scan tool results): no optional whitespace around a lazy
 # group, whose backtracking was quadratic in a long run of spaces; the group is stripped.
-_TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+# Hermes' own tag, and the others llama.cpp's Hermes parser accepts (a 1.5B model writes
+# `<tools>{...}</tools>`, the tag its tool list came in): only `<tool_call>` may name a tool
+# that was not offered (text mode), the others are calls only to offered tools.
+_TAGS = ("tool_call", "tools", "tool", "function_call", "response", "json", "xml")
+_TAGGED = re.compile(r"<(" + "|".join(_TAGS) + r")>(.*?)(?:</\1>|\Z)", re.DOTALL)
 _FENCED = re.compile(r"```[ \t]*+(?:(?:json|JSON)[ \t]*+)?\n(.*?)```", re.DOTALL)
 _MISTRAL = "[TOOL_CALLS]"
 _PYTHON_TAG = "<|python_tag|>"
 # Text that may start a call: shown only once it cannot be one.
-_OPENERS = ("<tool_call>", _MISTRAL, _PYTHON_TAG, "```")
+_OPENERS = (*(f"<{tag}>" for tag in _TAGS), _MISTRAL, _PYTHON_TAG, "```")
 
 
 QUOTED_NOTE = (
@@ -132,7 +137,7 @@ def _flatten(text: str) -> str:
 def _without_markup(written: str) -> str:
     """The JSON of a written call, without the tags or fence around it."""
     text = written.strip()
-    for mark in ("<tool_call>", "</tool_call>", _MISTRAL, _PYTHON_TAG):
+    for mark in (*(f"<{t}>" for t in _TAGS), *(f"</{t}>" for t in _TAGS), _MISTRAL, _PYTHON_TAG):
         text = text.replace(mark, "")
     return re.sub(r"```[ \t]*+(?:json|JSON)?", "", text)
 
@@ -166,7 +171,7 @@ class TextCallReader:
         """One request. Unless the mode is native, text that may be a call is held back while
         it streams, and calls written as text to offered tools become the reply's calls; in
         text mode the request carries the tools as text."""
-        offered = {t["function"]["name"] for t in tools}
+        offered = Offered({t["function"]["name"] for t in tools})
         sent = messages  # in the native form: tool results are role "tool"
         text_mode = self.mode == "text" and bool(tools)
         if text_mode:
@@ -195,8 +200,34 @@ class TextCallReader:
                         prose = f"{prose.rstrip()}\n\n{note}"
                         yield TextDelta(f"\n\n{note}")
                     if found.calls or found.quoted:
-                        reply = replace(item, content=prose, tool_calls=found.calls)
+                        # A call read from text is whole (its JSON closed), also in a reply
+                        # cut by the output limit later on: it runs.
+                        finish = "tool_calls" if found.calls else item.finish_reason
+                        reply = replace(
+                            item, content=prose, tool_calls=found.calls, finish_reason=finish
+                        )
                 yield reply
+
+
+class Offered:
+    """The names a call written as text may use: the offered tools, and a name under an
+    offered server's prefix (`local__sum` beside `local__bash`): such a made-up tool is still
+    the model's call, answered with the tools it may use instead of ending as its answer."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self.prefixes = {n.split("__", 1)[0] + "__" for n in names if "__" in n.strip("_")}
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if name in self.names:
+            return True
+        prefix, sep, rest = name.partition("__")
+        return bool(sep and rest) and prefix + sep in self.prefixes
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
 
 
 def model_family(model: str) -> Family:
@@ -237,8 +268,10 @@ def parse(
     def searching() -> bool:
         return not calls and not quoted
 
+    content = without_markers(content)  # a call inside the data lines it echoed is its own
     for match in _TAGGED.finditer(content):
-        accept(match.start(), match.end(), _objects(match.group(1)), True)
+        own_tag = match.group(1) == "tool_call"
+        accept(match.start(), match.end(), _objects(match.group(2)), own_tag)
     if searching() and (at := content.find(_MISTRAL)) >= 0:
         end, items = _mistral(content, at + len(_MISTRAL))
         accept(at, end, items, True)

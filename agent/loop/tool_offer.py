@@ -9,6 +9,7 @@ simplified for the rest of the session (agent.tools.simplify).
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -42,6 +43,7 @@ TERMINATE_TOOL: dict[str, Any] = {
 # offered by agent.tools.catalog when servers publish resources, load_skill by
 # agent.extensions.skills).
 AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource", FIND_TOOLS, "load_skill", READ_RESULT})
+UNKNOWN_CANDIDATES = 12  # tool names an unknown-tool error offers instead
 
 
 class ToolBox(Protocol):
@@ -127,6 +129,12 @@ class ToolOffer:
     def unknown(self, name: str) -> str:
         """What the model is told when it calls a tool nobody offers."""
         problem = f"unknown tool '{name}'. Use one of the tools you were given."
+        prefix, sep, _ = name.partition("__")
+        same_server = sorted(n for n in self.tools.tools if sep and n.startswith(prefix + sep))
+        near = same_server or difflib.get_close_matches(name, list(self.tools.tools), n=5)
+        near = [n for n in near if self.offers(n)][:UNKNOWN_CANDIDATES]
+        if near:
+            problem += f" Closest: {', '.join(near)}."
         if self.searching:
             problem += f" `{FIND_TOOLS}` finds the others."
         return problem
