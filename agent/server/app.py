@@ -13,6 +13,7 @@ model is told what was denied and that the user may widen it.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import os
 import re
@@ -127,6 +128,8 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
     ) -> str:
         """Read a text file, or a range of its lines for large files."""
         target = ws.resolve(path)
+        if not target.exists():
+            raise ToolError(await anyio.to_thread.run_sync(ws.missing, path, target))
         return await anyio.to_thread.run_sync(_read_range, target, path, offset, limit)
 
     @server.tool(
@@ -171,12 +174,17 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
     ) -> str:
         """Replace exact text in a file; fails if the text is missing or not unique."""
         target = ws.resolve(path)
+        if not target.exists():
+            raise ToolError(await anyio.to_thread.run_sync(ws.missing, path, target))
         text = await anyio.to_thread.run_sync(_read_text, target, path)
         if not old_text:
-            raise ToolError("old_text is empty; give the exact text to replace")
+            raise ToolError(
+                "old_text is empty; give the exact text to replace. To add at the end, give "
+                "the file's last line as old_text and that line plus the new text as new_text"
+            )
         count = text.count(old_text)
         if count == 0:
-            raise ToolError(f"old_text was not found in {path}; read the file and copy it exactly")
+            raise ToolError(f"old_text was not found in {path}{_nearest_text(text, old_text)}")
         if count > 1 and not replace_all:
             raise ToolError(
                 f"old_text appears {count} times in {path}; include more context to make it "
@@ -195,6 +203,8 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
     ) -> str:
         """List a directory: sub-directories end with '/', symlinks with '@', files show size."""
         target = ws.resolve(path)
+        if not target.exists():
+            raise ToolError(await anyio.to_thread.run_sync(_missing_folder, ws, path, target))
         if not target.is_dir():
             raise ToolError(f"'{path}' is not a directory")
         return await anyio.to_thread.run_sync(_listing, target)
@@ -213,7 +223,7 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
         """Search text files for a regular expression; returns path:line: text matches."""
         target = ws.resolve(path)
         if not target.exists():
-            raise ToolError(f"'{path}' does not exist")
+            raise ToolError(await anyio.to_thread.run_sync(_missing_folder, ws, path, target))
         limit = min(timeout, MAX_SEARCH_TIMEOUT)
         job: dict[str, object] = {"root": str(ws.root), "target": str(target), "pattern": pattern}
         job |= {"glob": glob, "limit": SEARCH_LIMIT}
@@ -309,6 +319,25 @@ async def _allowed_once(ctx: Context | None, command: str, denial: Denial, wider
     except Exception:  # no elicitation (a script, or a client without it): not allowed
         return False
     return answer.action == "accept"
+
+
+def _missing_folder(ws: Workspace, path: str, target: Path) -> str:
+    return ws.missing(path, target, folder=True)
+
+
+def _nearest_text(text: str, wanted: str) -> str:
+    """What the file holds nearest to a missing old_text: the same text in another case,
+    else the closest line (for a one-line old_text), else how to find it."""
+    at = text.lower().find(wanted.lower())
+    if at >= 0:
+        found = text[at : at + len(wanted)]
+        return f" (it is there as {found!r}: the case differs; copy it exactly)"
+    if "\n" not in wanted.strip():
+        lines = [line for line in text.splitlines() if line.strip()][:5000]
+        close = difflib.get_close_matches(wanted.strip(), lines, n=1, cutoff=0.5)
+        if close:
+            return f"; the closest line is {close[0][:200]!r}: copy it exactly"
+    return "; read the file and copy the text exactly"
 
 
 def _open_regular(target: Path, shown: str) -> BinaryIO:

@@ -175,3 +175,29 @@ def test_a_made_up_tool_under_a_server_s_prefix_is_answered_with_the_real_ones(
         result = tool_messages(llm.requests[1])[0]
     assert "unknown tool 'local__sum_numbers'" in result and "local__bash" in result
     assert out["answer"] == "The sum is 3."
+
+
+def test_errors_name_the_nearest_paths_and_text(tmp_path: Path) -> None:
+    """#6: "does not exist" alone made a small model create the file with invented content;
+    the error names where a file of that name is, and an edit's missing text names what the
+    file holds instead."""
+    (tmp_path / "docs" / "setup").mkdir(parents=True)
+    (tmp_path / "docs" / "setup" / "notes.md").write_text("The access code is ZEBRA-42.\n")
+    (tmp_path / "doc.txt").write_text("Teh fox\n")
+    script = [
+        tool_calls(("local__read_file", {"path": "notes.md"})),
+        tool_calls(("local__edit_file", {"path": "doc.txt", "old_text": "teh", "new_text": "the"})),
+        tool_calls(("local__edit_file", {"path": "doc.txt", "old_text": "", "new_text": "x"})),
+        tool_calls(("local__list_dir", {"path": "setup"})),
+        text("done"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        run(tmp_path, llm, "read notes.md")
+        missing, case, empty_old, folder = (
+            tool_messages(llm.requests[i])[-1] for i in (1, 2, 3, 4)
+        )
+    assert "docs/setup/notes.md" in missing
+    assert "'Teh'" in case
+    assert "last line as old_text" in empty_old
+    assert "docs/setup" in folder
+    assert not (tmp_path / "notes.md").exists()
