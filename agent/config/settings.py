@@ -77,7 +77,7 @@ class AgentSettings(_Frozen):
     # each wait for the task's next sign of life (a poll answered).
     task_timeout: float = Field(default=3600.0, gt=0)
     # Tool search: when the servers' declarations exceed tool_search_tokens (default 10% of
-    # [llm] context_window, or up to 4,096 while that is at most a quarter of it) or
+    # [llm] context_window, or up to 30% of it while that is at most 8,192) or
     # tool_search_tools, the model searches them with find_tools.
     tool_search: Literal["auto", "on", "off"] = "auto"
     tool_search_tokens: int | None = Field(default=None, gt=0)

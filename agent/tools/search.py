@@ -24,11 +24,13 @@ FIND_TOOLS = "find_tools"
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
 BUDGET_SHARE = 0.10  # of the context window the servers' declarations may take by default
-# ...but a small tool set is offered whole while it fits comfortably (a quarter of the
-# window, up to this many tokens): a 16k local window must not hide server-filesystem's
-# 2,600-token list behind find_tools, which a small model rarely calls (measured: 3/7 -> 1/7).
-COMFORT_SHARE = 0.25
-SMALL_SET_TOKENS = 4096
+# ...but a small tool set is offered whole while it fits comfortably (30% of the window, up
+# to this many tokens): a 16k local window must not hide server-filesystem's 2,600-token
+# list, nor a 32-tool list of 4,638 tokens, behind find_tools, which a small model rarely
+# calls well (measured: 3/7 -> 1/7; it invented tools, and searched for the example words of
+# find_tools' own description). The cap scales with the window, up to SMALL_SET_TOKENS.
+COMFORT_SHARE = 0.30
+SMALL_SET_TOKENS = 8192
 DEFAULT_MAX_TOOLS = 64
 LINE_LIMIT = 160  # characters of description per search hit
 K1, B = 1.2, 0.75  # the usual BM25 constants
@@ -112,7 +114,7 @@ class ToolIndex:
 
 def default_budget_tokens(context_window: int) -> int:
     """Tokens of declarations offered whole by default: 10% of the window, or a small set
-    while it takes at most a quarter of it."""
+    while it takes at most 30% of it (up to SMALL_SET_TOKENS)."""
     comfortable = min(int(context_window * COMFORT_SHARE), SMALL_SET_TOKENS)
     return max(int(context_window * BUDGET_SHARE), comfortable)
 
@@ -214,7 +216,7 @@ class ToolSearch:
                     "properties": {
                         "query": {
                             "type": "string",
-                            "description": "Words for the capability, e.g. 'create issue'.",
+                            "description": "Words for what the tool you need does.",
                         },
                         "limit": {
                             "type": "integer",

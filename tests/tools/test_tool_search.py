@@ -262,6 +262,20 @@ def test_small_tool_sets_are_unchanged(tmp_path: Path) -> None:
     assert len(names) == 21 and FIND_TOOLS not in names and names[-1] == "terminate"
 
 
+def test_a_tool_list_over_4k_tokens_is_offered_whole_in_a_16k_window(tmp_path: Path) -> None:
+    """Issue 33 #5: a 32-tool list estimated at 4,638 tokens was hidden from a 16k window
+    behind find_tools by a fixed 4,096 cap; the small-set cap scales with the window."""
+    config = tmp_path / "config.toml"
+    config.write_text("[llm]\ncontext_window = 16384\n")
+    with ScriptedLLM(text("ok")) as llm:
+        args = [*many_args(50), "--config", str(config), "-p", "hi"]
+        proc = run_cli(args, tmp_path, base_url=llm.base_url)
+    assert proc.returncode == 0, proc.stderr
+    names = tool_names(llm.requests[0])
+    assert 4096 < len(json.dumps(llm.requests[0]["tools"])) // 4 < 16384 * 0.3
+    assert len(names) == 51 and FIND_TOOLS not in names
+
+
 def test_a_small_tool_set_is_offered_whole_in_a_16k_window(tmp_path: Path) -> None:
     # 30 tools, ~2,700 tokens (server-filesystem's size): over 10% of a 16,384-token window,
     # yet it fits comfortably, so the model gets every tool and no find_tools.
