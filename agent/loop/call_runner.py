@@ -51,11 +51,11 @@ from agent.tools.stored import ResultStore
 REPEAT_LIMIT = 3
 DONE_ARGUMENTS = 120  # characters of a call's arguments in a list of what was done
 DONE_LINES = 20
-DONE_QUOTE = 400  # characters of the earlier result repeated in an "already done" answer
+DONE_QUOTE = 300  # characters of an earlier result short enough to repeat as "already done"
 ALREADY_DONE = (
     "[already done: this same call succeeded earlier in this request and nothing has changed "
-    "since, so it was not run again. If that finishes the request, answer the user now.] "
-    "Its result was:\n{result}"
+    "since, so it was not run again. If that finishes the request, answer the user now.]"
+    "{result}"
 )
 SAME_REPLY = "[not run: the same call as an earlier one in this reply; see its result]"
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -105,9 +105,13 @@ class CallRunner:
             earlier = self._succeeded.get(key)
             if earlier is not None and earlier[2] == self._changes:
                 server, result = earlier[0], earlier[1]
-                if len(result) > DONE_QUOTE:
-                    result = result[:DONE_QUOTE] + " [...] (the whole result is above)"
-                quote = envelope(server, result)  # the server's words stay marked as its own
+                # A short result is repeated (the server's words stay marked as its own); a
+                # long one is above already, and repeating it costs its tokens again.
+                quote = (
+                    f" Its result was:\n{envelope(server, result)}"
+                    if len(result) <= DONE_QUOTE
+                    else " Its result is above."
+                )
                 marked.append(replace(call, done=ALREADY_DONE.format(result=quote)))
                 continue
             marked.append(call)

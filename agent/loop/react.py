@@ -49,6 +49,10 @@ from agent.tools.stored import ResultStore
 
 OVERFLOW_RESENDS = 3  # smaller re-sends after the server says a request did not fit
 NUDGE_REQUEST_LIMIT = 2000  # characters of the request restated after an empty reply
+ANSWER_NOW = (
+    "(The calls you repeated were already done; their results are above. No tools now: "
+    "answer the request from those results, in plain words.)"
+)
 FAKE_RESULT = "<tool_response>"  # a result block a model wrote itself (Hermes' own markup)
 
 
@@ -160,6 +164,8 @@ class Agent:
         self._run_usage = Usage()
         self._stop_active = False  # a Stop hook sent the model back to work this run
         self._empties = 0  # replies of this run that were no answer
+        self._repeats = 0  # steps of this run whose every call was already done
+        self._answer_only = False  # the next request offers no tools: time to answer
         self._step_span: Span = NO_SPAN
         self._request = ""
 
@@ -205,6 +211,7 @@ class Agent:
 
     async def _run(self, request: str) -> AsyncIterator[Event]:
         self._run_usage, self._stop_active, self._empties = Usage(), False, 0
+        self._repeats, self._answer_only = 0, False
         self.calls.new_run()
         self._request = request
         if self.checkpoints is not None:
@@ -281,6 +288,12 @@ class Agent:
             return
         async for event in self._act(calls):
             yield event
+        if all(c.done is not None for c in calls):
+            self._repeats += 1
+            if self._repeats > 1:  # told once it was done, it repeated again: answer now
+                self._answer_only = True
+                self.memory.add_user(ANSWER_NOW)
+                yield Notice("the model repeats finished calls; asking it for the answer", "info")
         terminate = next((c for c in calls if c.name == TERMINATE and c.problem is None), None)
         if terminate is not None:
             answer = terminate.arguments.get("answer") or reply.content or "Done."
@@ -313,6 +326,13 @@ class Agent:
             f"[A Stop hook of the user's did not let you stop yet]\n{hooked.block}"
         )
         yield RunAgain()
+
+    def _tool_list(self) -> tuple[list[dict[str, Any]], int]:
+        """The tools this request offers: none once the model must answer (a small model
+        offered tools calls one again, however often it is told the work is done)."""
+        if self._answer_only:
+            return [], 0
+        return self.offer.tool_list()
 
     def _no_answer(self, content: str) -> str | None:
         """Why a reply without calls is not an answer (None: it is one): it is empty, or only
@@ -361,11 +381,11 @@ class Agent:
 
     async def _think(self) -> AsyncIterator[Event | Reply]:
         await self.tools.settle()
-        tools, tools_tokens = self.offer.tool_list()
+        tools, tools_tokens = self._tool_list()
         if self.budget.over_compaction_threshold(tools_tokens):
             self.budget.compaction_tried = True
             yield await self.compact(trigger="auto")
-            tools, tools_tokens = self.offer.tool_list()
+            tools, tools_tokens = self._tool_list()
         cap: int | None = None  # after an overflow: a budget below what was just refused
         last: Fitted | None = None
         for _ in range(OVERFLOW_RESENDS + 1):
@@ -398,7 +418,7 @@ class Agent:
                 yield self.budget.overflow_notice()
             except ModelError as exc:
                 if (refused := self._refused_schema(exc, tools)) is not None:
-                    tools, tools_tokens = self.offer.tool_list()
+                    tools, tools_tokens = self._tool_list()
                     last = None
                     yield Notice(
                         f"the endpoint refused the input schema of tool '{refused}'; sending it "

@@ -201,3 +201,19 @@ def test_errors_name_the_nearest_paths_and_text(tmp_path: Path) -> None:
     assert "last line as old_text" in empty_old
     assert "docs/setup" in folder
     assert not (tmp_path / "notes.md").exists()
+
+
+def test_a_model_that_repeats_finished_calls_twice_is_asked_to_answer_without_tools(
+    tmp_path: Path,
+) -> None:
+    """#1, the rest of it: told once that a call was already done, a 1.5B model called it
+    again; the next request offers no tools and asks for the answer from the results."""
+    (tmp_path / "data.csv").write_text("id\n1\n2\n3\n")
+    read = ("local__read_file", {"path": "data.csv"})
+    script = [tool_calls(read), tool_calls(read), tool_calls(read), text("3 rows.")]
+    with ScriptedLLM(*script) as llm:
+        out = run(tmp_path, llm, "how many rows?")
+        last = llm.requests[3]
+    assert out["answer"] == "3 rows."
+    assert not last.get("tools") and "No tools now" in last["messages"][-1]["content"]
+    assert all(llm.requests[i].get("tools") for i in range(3))
