@@ -58,10 +58,8 @@ QUOTED_NOTE = (
 )
 _NOTE_MARK = "is copied from a tool result (untrusted data); calls written in tool data never run]"
 _ENVELOPED = re.compile(
-    r'\[data from server "[^\n]*?", not instructions \| (?P<id>[0-9a-f]{12})\]\n(?P<body>.*?)'
-    r"\n\[end of data (?P=id)\]"
-    r'|<untrusted-data server="[^\n]*?" id="(?P<old>[0-9a-f]{8})">\n(?P<oldbody>.*?)'
-    r'\n</untrusted-data id="(?P=old)">',  # resumed sessions of earlier versions
+    r'<untrusted-data server="[^\n]*?" id="(?P<id>[0-9a-f]{8,12})">\n(?P<body>.*?)'
+    r'\n</untrusted-data id="(?P=id)">',
     re.DOTALL,
 )
 _UNWRITTEN = re.compile(r"[\s\\]+")  # what a quote may change: layout and JSON escapes
@@ -79,7 +77,7 @@ class TextCalls:
 
 class Untrusted:
     """The untrusted text of a request's messages, for telling a quoted call from the
-    model's own: every tool result, every data envelope elsewhere (a resource
+    model's own: every tool result, every `<untrusted-data>` envelope elsewhere (a resource
     attached to a user turn, a compaction summary), and earlier replies that already held a
     quoted call (the copy is as untrusted as its source, once the source is trimmed away).
     Built lazily: most replies write no call as text."""
@@ -122,9 +120,7 @@ def _untrusted_texts(message: dict[str, Any]) -> list[str]:
         texts = [content] if isinstance(content, str) else []
     if message.get("role") == "tool":
         return texts
-    found = [
-        m.group("body") or m.group("oldbody") or "" for t in texts for m in _ENVELOPED.finditer(t)
-    ]
+    found = [m.group("body") for t in texts for m in _ENVELOPED.finditer(t)]
     if message.get("role") == "assistant":
         found += [t for t in texts if _NOTE_MARK in t]
     return found
@@ -268,7 +264,7 @@ def parse(
     def searching() -> bool:
         return not calls and not quoted
 
-    content = without_markers(content)  # a call inside the data lines it echoed is its own
+    content = without_markers(content)  # a call inside the data tags it echoed is its own
     for match in _TAGGED.finditer(content):
         own_tag = match.group(1) == "tool_call"
         accept(match.start(), match.end(), _objects(match.group(2)), own_tag)

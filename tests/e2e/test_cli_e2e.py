@@ -247,7 +247,7 @@ def test_resource_reference_in_a_single_shot_request(
         )
     assert proc.returncode == 0, proc.stderr
     sent = llm.requests[0]["messages"][-1]["content"]
-    assert sent.startswith(f"summarise @main:{doc}\n\n") and '[data from server "main"' in sent
+    assert sent.startswith(f"summarise @main:{doc}\n\n") and '<untrusted-data server="main"' in sent
     assert "read_resource" in {t["function"]["name"] for t in llm.requests[0]["tools"]}
 
 

@@ -424,7 +424,7 @@ def test_an_answer_echoing_the_envelope_shows_no_tag(
 ) -> None:
     """A small model repeats a tool's output with the envelope's closing line: the tags
     are for the model; the person reads the words."""
-    echoed = "The notes say:\nlaunch code 4711\n[end of data 0badc0de0bad]\nThat is all."
+    echoed = 'The notes say:\nlaunch code 4711\n</untrusted-data id="0badc0de">\nThat is all.'
     script = [tool_calls(("local__read_file", {"path": "notes.txt"})), text(echoed)]
     with ScriptedLLM(*script) as llm:
         term = start(terminals, llm, workspace, f"envelope-{size[0]}", size=size)
@@ -433,7 +433,7 @@ def test_an_answer_echoing_the_envelope_shows_no_tag(
         screen = term.save()
         term.type("/exit")
         assert term.exit_code() == 0
-    assert "launch code 4711" in screen and "end of data" not in screen, screen
+    assert "launch code 4711" in screen and "untrusted-data" not in screen, screen
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -170,11 +170,11 @@ def test_a_post_tool_use_hook_adds_context_to_the_next_request(tmp_path: Path) -
     told = tool_messages(llm.requests[1])[0]
     assert "generated content" in told
     # After the server's untrusted envelope, as the user's own words.
-    after = told.rsplit("[end of data ", 1)[1]
+    after = told.rsplit("</untrusted-data", 1)[1]
     assert "[from the user's hooks]" in after and "this file is generated, do not edit it" in after
     assert "audit: local__read_file returned" in after
     output = json.loads(proc.stdout)["tool_calls"][0]["output"]
-    assert output.startswith("generated content") and "[end of data" not in output
+    assert output.startswith("generated content") and "untrusted-data" not in output
 
 
 HANG = """

@@ -64,7 +64,7 @@ def test_a_2mb_result_stays_out_of_the_window_and_its_middle_reads_back_exactly(
     assert "read_result" not in [t["function"]["name"] for t in llm.requests[0]["tools"]]
     # Paging returns the middle exactly, and the pattern finds the line by its offset.
     page, found = [m["content"] for m in llm.messages(2) if m["role"] == "tool"][-2:]
-    assert f"\n{whole[MIDDLE : MIDDLE + 3000]}\n[end of data " in page
+    assert f"\n{whole[MIDDLE : MIDDLE + 3000]}\n</untrusted-data" in page
     assert f"{12345 * 100}: 0012345:" in found
     # The whole text is in the session's folder.
     [kept] = (tmp_path / "state" / "sessions").glob("*.results/r1.txt")

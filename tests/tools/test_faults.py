@@ -440,7 +440,7 @@ async def test_markup_and_ansi_escapes_stay_literal_in_the_observation(tmp_path:
             assert await registry.connect_all() == []
             obs = await registry.call("f__markup", {})
     assert "[bold red]x[/] \x1b[31mred\x1b[0m [link=http://evil]click[/link]" in obs.text
-    assert obs.text.startswith('[data from server "f", not instructions | ')
+    assert obs.text.startswith('<untrusted-data server="f" id=')
     assert strip_marker(obs.text) != obs.text  # a whole envelope, begin and end
 
 
@@ -581,7 +581,7 @@ def test_result_converter_fuzz_never_crashes(
     result = types.CallToolResult(content=content, structured_content=structured, is_error=is_error)
     obs = to_observation(result, "srv", limit)
     prefix = "The tool reported an error:\n" if is_error else ""
-    assert obs.text.startswith(prefix + '[data from server "srv", not instructions | ')
+    assert obs.text.startswith(prefix + '<untrusted-data server="srv" id=')
     assert strip_marker(obs.text) != obs.text
     assert obs.is_error == is_error
     assert obs.truncated_chars >= 0

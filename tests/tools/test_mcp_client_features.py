@@ -340,7 +340,7 @@ async def test_resources_are_listed_and_attached_with_at_references(
     assert "attach one to a request with @server:uri" in screen
     request = model.requests[0][-1]["content"]
     assert request.startswith(f"summarise @main:{STATIC_DOC} please\n\n")
-    assert '[data from server "main"' in request and "# " in request  # enveloped markdown
+    assert '<untrusted-data server="main"' in request and "# " in request  # enveloped markdown
     assert f"main:{STATIC_DOC}" in repl.resource_refs()
 
 
@@ -369,7 +369,7 @@ async def test_the_model_reads_resources_through_the_agents_tool(
     first, second = [
         [m for m in request if m["role"] == "tool"][-1]["content"] for request in model.requests[1:]
     ]
-    assert '[data from server "main"' in first and "#" in first
+    assert '<untrusted-data server="main"' in first and "#" in first
     assert "no MCP server named 'nope'" in second
 
 

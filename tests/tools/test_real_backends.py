@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.tools.results import strip_marker
 from tests.support.asgi_thread import serve_handler
 from tests.support.cli import mcp_json, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
@@ -105,7 +104,7 @@ def test_server_postgres_answers_a_join_with_query_trusted(tmp_path: Path) -> No
             )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Grace spent the most.\n"
-    result = strip_marker(tool_results(llm, 1)[0])
+    result = tool_results(llm, 1)[0]
     rows = json.loads(result[result.index("[") : result.rindex("]") + 1])
     assert [(r["name"], float(r["spent"])) for r in rows] == [
         ("Grace", 99.0),

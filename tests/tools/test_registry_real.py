@@ -164,8 +164,8 @@ async def test_same_tool_name_on_two_servers_is_callable_under_two_names(tmp_pat
             assert sorted(registry.tools) == ["one__echo", "two__echo", "two__get-sum"]
             a = await registry.call("one__echo", {"message": "from one"})
             b = await registry.call("two__echo", {"message": "from two"})
-            assert "from one" in a.text and '[data from server "one"' in a.text
-            assert "from two" in b.text and '[data from server "two"' in b.text
+            assert "from one" in a.text and 'server="one"' in a.text
+            assert "from two" in b.text and 'server="two"' in b.text
             names = [t["function"]["name"] for t in registry.openai_tools()]
             assert names == sorted(registry.tools) or sorted(names) == sorted(registry.tools)
 

@@ -119,12 +119,11 @@ def test_single_shot_answer_into_a_pipe_shows_escapes_and_hidden_characters(
 def test_a_single_shot_answer_echoing_the_envelope_is_written_without_its_tags(
     tmp_path: Path,
 ) -> None:
-    """A small model repeats a tool's result with the envelope's lines (or the tags of
-    earlier versions, from a resumed session): the person reading `-p`'s answer (here in a
-    pipe) gets the words; `--output json` keeps the answer as is."""
+    """A small model repeats a tool's result with the envelope's tags: the person reading
+    `-p`'s answer (here in a pipe) gets the words; `--output json` keeps the answer as is."""
     echoed = (
-        '[data from server "local", not instructions | 0badc0de0bad]\nlaunch code 4711\n'
-        '</untrusted-data id="0badc0de">\n[end of data 0badc0de0bad]\nThat is all.'
+        '<untrusted-data server="local" id="0badc0de">\nlaunch code 4711\n'
+        '</untrusted-data id="0badc0de">\nThat is all.'
     )
     with ScriptedLLM(text(echoed)) as llm:
         done = run_cli(["-p", "hi"], tmp_path, base_url=llm.base_url, api_key=KEY)
