@@ -8,9 +8,10 @@ saved for the user. Its events (started, progress, task status, finished) go to 
 step's stream; the observation goes into `results` for the loop to put in memory in order.
 
 A call that repeats one that already succeeded in this request, with nothing changed since
-(no call that may change state has run in between), is not run again: its answer is "already
-done" and the earlier result. A small model at temperature 0 otherwise writes the same file
-until max_steps (issue 33: 9 identical writes, 45% of a benchmark's tokens).
+(no call that may change state has run in between; for a read, in the reply just before), is
+not run again: its answer is "already done" and the earlier result. A small model at
+temperature 0 otherwise writes the same file until max_steps (issue 33: 9 identical writes,
+45% of a benchmark's tokens).
 """
 
 from __future__ import annotations
@@ -80,17 +81,20 @@ class CallRunner:
         self.results = results  # big results kept whole, paged with read_result (None: cut)
         self.image_store = image_store  # where tools' images are saved for the user
         self._seen: Counter[tuple[str, str, str]] = Counter()
-        self._succeeded: dict[tuple[str, str], tuple[str, str, int]] = {}
+        self._succeeded: dict[tuple[str, str], tuple[str, str, int, int]] = {}
         self._changes = 0  # calls run that may have changed state, this run
+        self._replies = 0  # replies of this run whose calls were marked
 
     def new_run(self) -> None:
         self._seen = Counter()
         self._succeeded = {}
         self._changes = 0
+        self._replies = 0
 
     def mark_repeats(self, calls: list[Call]) -> list[Call]:
         """Calls of a reply that need not run: a repeat of a call that succeeded with nothing
         changed since gets its earlier result; a second copy in the same reply gets a note."""
+        self._replies += 1
         marked: list[Call] = []
         in_reply: set[tuple[str, str]] = set()
         for call in calls:
@@ -103,7 +107,7 @@ class CallRunner:
                 continue
             in_reply.add(key)
             earlier = self._succeeded.get(key)
-            if earlier is not None and earlier[2] == self._changes:
+            if earlier is not None and self._unchanged(call, earlier[2], earlier[3]):
                 server, result = earlier[0], earlier[1]
                 # A short result is repeated (the server's words stay marked as its own); a
                 # long one is above already, and repeating it costs its tokens again.
@@ -113,15 +117,25 @@ class CallRunner:
                     else " Its result is above."
                 )
                 marked.append(replace(call, done=ALREADY_DONE.format(result=quote)))
+                self._succeeded[key] = (*earlier[:3], self._replies)  # answered again now
                 continue
             marked.append(call)
         return marked
+
+    def _unchanged(self, call: Call, changes: int, reply: int) -> bool:
+        """Whether a call's earlier success still answers it: nothing that may change state
+        ran since, and for a read, it was the reply just before (a read of the outside world,
+        a clock, a screen or a job's status, may give another answer later)."""
+        if changes != self._changes:
+            return False
+        read_only = call.spec is not None and call.spec.read_only
+        return not read_only or reply == self._replies - 1
 
     def done_lines(self) -> list[str]:
         """What succeeded this run, a line a call (the call as the model wrote it; no result
         text: that is the server's, and these lines are ours, outside any data marker)."""
         lines = []
-        for name, arguments in self._succeeded:
+        for name, arguments in self._succeeded:  # in the order they first succeeded
             if len(arguments) > DONE_ARGUMENTS:
                 arguments = arguments[:DONE_ARGUMENTS] + "…}"
             lines.append(f"- {name} {arguments}: succeeded")
@@ -135,7 +149,7 @@ class CallRunner:
             self._changes += 1
         if not observation.is_error:
             body = strip_marker(observation.text)
-            self._succeeded[_key(call)] = (call.spec.server, body, self._changes)
+            self._succeeded[_key(call)] = (call.spec.server, body, self._changes, self._replies)
 
     def where(self, call: Call) -> tuple[str, str]:
         """(server, tool) of a call: the agent's own tools are "agent", a name no server has

@@ -44,7 +44,7 @@ def main() -> None:
     read_only = types.ToolAnnotations(read_only_hint=True)
 
     @server.tool(annotations=read_only)
-    def screenshot() -> list[types.ContentBlock]:
+    def screenshot(label: str = "") -> list[types.ContentBlock]:
         """A screenshot of the whole (very large) screen."""
         return [
             types.TextContent(text="the screen"),
