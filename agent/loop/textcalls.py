@@ -169,7 +169,7 @@ class TextCallReader:
         text mode the request carries the tools as text."""
         offered = Offered({t["function"]["name"] for t in tools})
         sent = messages  # in the native form: tool results are role "tool"
-        text_mode = self.mode == "text" and bool(tools)
+        text_mode = self.mode == "text"  # also with no tools: earlier calls in text form
         if text_mode:
             messages, tools = to_text_mode(messages, tools, model_family(model.model)), []
         reads_text = self.mode != "native" and bool(offered)

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from tests.support.cli import run_cli
-from tests.support.fake_llm import ScriptedLLM, Turn, text, tool_calls, tool_messages
+from tests.support.fake_llm import ScriptedLLM, Turn, error, text, tool_calls, tool_messages
 
 WRITE = ("local__write_file", {"path": "hello.txt", "content": "Hello from the agent"})
 
@@ -230,3 +230,21 @@ def test_a_read_repeated_later_runs_again(tmp_path: Path) -> None:
         run(tmp_path, llm, "time?")
         again = tool_messages(llm.requests[3])[-1]
     assert not again.startswith("[already done")
+
+
+def test_the_request_asking_for_the_answer_keeps_text_mode_s_form(tmp_path: Path) -> None:
+    """An endpoint that refuses `tools` (llama-server without --jinja): the request that
+    offers no tools still writes earlier calls and results as text, never as tool roles."""
+    (tmp_path / "data.csv").write_text("id\n1\n2\n3\n")
+    call = (
+        '<tool_call>\n{"name": "local__read_file", "arguments": {"path": "data.csv"}}\n</tool_call>'
+    )
+    script = [error(400, "tools param requires --jinja flag")]
+    script += [text(call), text(call), text(call), text("3 rows.")]
+    with ScriptedLLM(*script) as llm:
+        out = run(tmp_path, llm, "how many rows?")
+        last = llm.requests[4]
+    assert out["answer"] == "3 rows."
+    assert not last.get("tools")
+    assert {m["role"] for m in last["messages"]} <= {"system", "user", "assistant"}
+    assert not any(m.get("tool_calls") for m in last["messages"])
