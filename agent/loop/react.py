@@ -340,7 +340,7 @@ class Agent:
         words = without_markers(content).strip()
         if not words:
             return "the model returned an empty reply; asking it to continue"
-        if FAKE_RESULT in words:
+        if words.startswith(FAKE_RESULT):  # a reply that opens as a result, not one about them
             return "the model wrote a tool result itself instead of calling the tool"
         return None
 
@@ -349,7 +349,7 @@ class Agent:
         what was done (restating the request then reads as a new order: after three writes a
         small model answered with instructions to run `echo`); else it restates the request
         (a small model answers the last user message alone)."""
-        faked = FAKE_RESULT in content
+        faked = without_markers(content).lstrip().startswith(FAKE_RESULT)
         why = (
             "Your last reply wrote a tool result itself; results come only from calling tools."
             if faked

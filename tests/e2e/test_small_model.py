@@ -248,3 +248,11 @@ def test_the_request_asking_for_the_answer_keeps_text_mode_s_form(tmp_path: Path
     assert not last.get("tools")
     assert {m["role"] for m in last["messages"]} <= {"system", "user", "assistant"}
     assert not any(m.get("tool_calls") for m in last["messages"])
+
+
+def test_an_answer_that_only_mentions_a_tool_response_tag_is_an_answer(tmp_path: Path) -> None:
+    """Only a reply that opens as a result block is taken for a result the model wrote."""
+    about = "Hermes models put results in a `<tool_response>` block."
+    with ScriptedLLM(text(about)) as llm:
+        out = run(tmp_path, llm, "where do Hermes models put results?")
+    assert out["answer"] == about
