@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.support.cli import run_cli
 from tests.support.fake_llm import ScriptedLLM, Turn, error, text, tool_calls, tool_messages
@@ -223,8 +224,8 @@ def test_a_model_that_repeats_finished_calls_twice_is_asked_to_answer_without_to
 def test_a_read_repeated_later_runs_again(tmp_path: Path) -> None:
     """A read of the outside world (a clock, a screen, a job's status) may answer otherwise
     later: only a read repeated in the very next reply is "already done"."""
-    clock = ("local__get_current_time", {})
-    listing = ("local__list_dir", {})
+    clock: tuple[str, dict[str, Any]] = ("local__get_current_time", {})
+    listing: tuple[str, dict[str, Any]] = ("local__list_dir", {})
     script = [tool_calls(clock), tool_calls(listing), tool_calls(clock), text("ok")]
     with ScriptedLLM(*script) as llm:
         run(tmp_path, llm, "time?")
