@@ -11,7 +11,9 @@ One session is opened as for every front end (agent.session.startup); each conve
 is a `Session.conversation` run by the one loop. A call that needs approval is asked of
 the calling client by elicitation, through the approval policy's own callback (the gate
 decides); a client that declines, cancels or cannot be asked gets the call refused, never
-run. Progress goes to the caller when its request carried a progress token. stdio by
+run. Progress goes to the caller when its request carried a progress token; a caller
+that declared the tasks extension gets `ask` as a task (agent.cli.serve_tasks) whose
+status message is that progress and whose input requests are those questions. stdio by
 default; `--http PORT` serves streamable HTTP on 127.0.0.1 unless `--host` says otherwise.
 Documented in docs/programs.md.
 """
@@ -19,6 +21,7 @@ Documented in docs/programs.md.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import math
@@ -33,10 +36,12 @@ from typing import Annotated, Any
 import anyio
 import typer
 from anyio.abc import TaskGroup
+from mcp.server.context import ServerRequestContext
 from mcp.server.elicitation import render_elicitation_schema
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import (
     CallToolResult,
+    ClientCapabilities,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
@@ -44,9 +49,10 @@ from mcp.types import (
     TextContent,
     ToolAnnotations,
 )
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from agent import __version__
+from agent.cli.serve_tasks import ServeTasks, Task
 from agent.cli.subcommands import session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import AgentError, ConfigError
@@ -68,6 +74,7 @@ from agent.ui.safe import SafeConsole
 
 MAX_CONVERSATIONS = 32  # kept in memory; the least recently used one is closed beyond
 ANSWER_WAIT = 600.0  # seconds a caller has to answer an approval before it is a no
+STOP_WAIT = 10.0  # seconds tasks/cancel waits for the turn (and its tool calls) to end
 MAX_SHOWN_ARGUMENTS = 2000  # characters of a call's arguments an approval question shows
 SERVE_KEYS = ("answer", "status", "session_id", "tool_calls", "usage")
 LOOPBACK = frozenset({"localhost"})
@@ -175,9 +182,8 @@ def decision(answer: ElicitResult | None) -> Decision:
     return "always" if (answer.content or {}).get("always") is True else "yes"
 
 
-def can_elicit(ctx: Context) -> bool:
+def can_elicit(caps: ClientCapabilities | None) -> bool:
     """Whether the caller declared form elicitation (a bare `elicitation: {}` counts)."""
-    caps = ctx.client_capabilities
     found = caps.elicitation if caps is not None else None
     return found is not None and (found.form is not None or found.url is None)
 
@@ -223,6 +229,13 @@ class Turn:
         self.scope = anyio.CancelScope()
         self.asking: Question | None = None
         self.asked = 0
+        self.ended = anyio.Event()
+
+    async def stop(self) -> None:
+        """End the turn (its tool calls with it) and wait, boundedly, until it has."""
+        self.scope.cancel()
+        with anyio.move_on_after(STOP_WAIT):
+            await self.ended.wait()
 
     async def ask(self, request: ApprovalRequest) -> Decision:
         """The approval policy's question: to the caller, who may not leave it unanswered
@@ -281,11 +294,21 @@ class Conversations:
             _, conversation = self.open.popitem(last=False)
             await conversation.close.aclose()
 
-    def start(self, turn: Turn, prompt: str) -> None:
+    def start(self, turn: Turn, prompt: str, task: Task | None = None) -> None:
+        """Run the turn in the background; with a task, its events go to that task."""
         self.tg.start_soon(self._run, turn, prompt)
+        if task is not None:
+            task.stop = turn.stop
+            self.tg.start_soon(drive_task, self.session.registry.redact, turn, task)
 
     async def _run(self, turn: Turn, prompt: str) -> None:
         """The turn, run by the one loop on its conversation's agent (one turn at a time)."""
+        try:
+            await self._run_locked(turn, prompt)
+        finally:
+            turn.ended.set()
+
+    async def _run_locked(self, turn: Turn, prompt: str) -> None:
         session, conversation = self.session, turn.conversation
         redact = session.registry.redact
         async with turn.out_send, conversation.lock:
@@ -390,9 +413,70 @@ async def ask_agent(
         turn.asking = None
         return await follow(conversations, turn, ctx)
     conversation = await conversations.get(session_id)
-    turn = Turn(conversation, can_elicit(ctx))
+    turn = Turn(conversation, can_elicit(ctx.client_capabilities))
     conversations.start(turn, prompt)
     return await follow(conversations, turn, ctx)
+
+
+async def start_task(
+    conversations: Conversations,
+    ctx: ServerRequestContext[Any, Any],
+    arguments: dict[str, Any],
+    task: Task,
+) -> CallToolResult | None:
+    """`ask` as a task (agent.cli.serve_tasks): the turn starts and reports to `task`; an
+    unknown session_id is the plain call's error result, and nothing starts."""
+    try:
+        conversation = await conversations.get(arguments["session_id"])
+    except AgentError as exc:
+        return refusal(conversations, exc)
+    turn = Turn(conversation, can_elicit(ctx.session.client_capabilities))
+    conversations.start(turn, arguments["prompt"], task)
+    return None
+
+
+async def drive_task(redact: Redactor, turn: Turn, task: Task) -> None:
+    """The turn's events as the task's state: the step and the tool running as its status
+    message, each approval question as an input request, and the plain call's result."""
+    step = "starting"
+    async for item in turn.out:
+        match item:
+            case Done():
+                task.complete(item.result.model_dump(by_alias=True, mode="json", exclude_none=True))
+                return
+            case Question():
+                message = approval_question(item.request, redact)
+                params = ElicitRequestFormParams(
+                    message=message, requested_schema=render_elicitation_schema(Approval)
+                )
+                request = ElicitRequest(params=params)
+                task.ask(
+                    item.key,
+                    request.model_dump(by_alias=True, mode="json", exclude_none=True),
+                    functools.partial(_answer_question, item),
+                    redact(f"{step}: waiting for approval of {item.request.tool}"),
+                )
+            case StepStarted():
+                step = redact(_progress_message(item) or "")
+                task.working(step)
+            case _:
+                if (said := _progress_message(item)) is not None:
+                    task.working(f"{step}: {redact(said)}")
+    task.fail("the turn ended without a result")
+
+
+def _answer_question(question: Question, raw: Any) -> None:
+    """The caller's response to an approval question; anything but an accepted form is no."""
+    try:
+        answer: ElicitResult | None = ElicitResult.model_validate(raw, by_name=False)
+    except ValidationError:
+        answer = None
+    question.answer(decision(answer))
+
+
+def refusal(conversations: Conversations, exc: AgentError) -> CallToolResult:
+    text = conversations.session.registry.redact(exc.message)
+    return CallToolResult(content=[TextContent(text=text)], is_error=True)
 
 
 def build_serve_server(conversations: Conversations) -> MCPServer:
@@ -405,6 +489,7 @@ def build_serve_server(conversations: Conversations) -> MCPServer:
             "ask runs an agent with its own tools on a prompt and returns its answer. Pass "
             "the session_id of an earlier answer to continue that conversation."
         ),
+        extensions=[ServeTasks("ask", functools.partial(start_task, conversations))],
     )
 
     @server.tool(
@@ -426,8 +511,7 @@ def build_serve_server(conversations: Conversations) -> MCPServer:
         try:
             return await ask_agent(conversations, ctx, prompt, session_id)
         except AgentError as exc:
-            text = conversations.session.registry.redact(exc.message)
-            return CallToolResult(content=[TextContent(text=text)], is_error=True)
+            return refusal(conversations, exc)
 
     return server
 

@@ -14,11 +14,12 @@ from typing import Any, cast
 import anyio
 import mcp.types as types
 import pytest
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.session import ClientRequestContext
 
 from agent.cli import serve_command
 from agent.loop.approval import ApprovalRequest
+from agent.tools.mcp_tasks import send_raw
 from tests.support.cli import RUN_MCP, cli_env
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import free_port, run_http_server
@@ -265,3 +266,17 @@ def test_a_question_left_unanswered_is_a_no_and_ends_the_turn(
 
     said, question, ended = anyio.run(main)
     assert said == "no" and isinstance(question, serve_command.Question) and ended
+
+
+def test_a_client_without_the_tasks_extension_gets_no_task_methods(tmp_path: Path) -> None:
+    """The SDK's client declares no tasks extension: `ask` is the plain call (the tests
+    above) and the task methods answer -32021 (tests/cli/test_serve_tasks.py: with it)."""
+
+    async def calls(c: Client) -> MCPError:
+        with pytest.raises(MCPError) as refused:
+            await send_raw(c.session, "tasks/get", {"taskId": "0" * 32}, 30)
+        return refused.value
+
+    with ScriptedLLM() as llm:
+        refused = serve(tmp_path, llm, calls)
+    assert refused.code == -32021 and "io.modelcontextprotocol/tasks" in refused.message
