@@ -43,7 +43,7 @@ from agent.loop.textcalls import TextCallReader
 from agent.loop.tool_offer import TERMINATE, AgentTool, ToolBox, ToolOffer
 from agent.loop.vision import REJECTED_NOTICE, Vision, has_images, image_message, without_images
 from agent.model.model_types import ChatModel, Reply
-from agent.tools.results import Observation, without_markers
+from agent.tools.results import Observation, envelope, without_markers
 from agent.tools.search import ToolSearch
 from agent.tools.stored import ResultStore
 
@@ -53,6 +53,7 @@ ANSWER_NOW = (
     "(The calls you repeated were already done; their results are above. No tools now: "
     "answer the request from those results, in plain words.)"
 )
+DONE_SOURCE = "the calls you made"  # the envelope's name for the list of what succeeded
 FAKE_RESULT = "<tool_response>"  # a result block a model wrote itself (Hermes' own markup)
 
 
@@ -357,7 +358,9 @@ class Agent:
         )
         done = self.calls.done_lines()
         if done:
-            listing = "\n".join(done)
+            # Marked as data: the arguments may carry text the model copied from a tool
+            # result, and this message speaks with the user's role.
+            listing = envelope(DONE_SOURCE, "\n".join(done))
             return (
                 f"({why} Done so far in this request:\n{listing}\nIf that completes the "
                 "request, reply with a short answer for the user; otherwise call the next tool.)"

@@ -69,6 +69,7 @@ def test_an_empty_reply_after_work_is_told_what_was_done_then_the_run_ends(
     assert nudge["role"] == "user"
     assert "local__write_file" in nudge["content"] and "succeeded" in nudge["content"]
     assert "create hello.txt saying hi" not in nudge["content"]
+    assert '<untrusted-data server="the calls you made"' in nudge["content"]  # data, not words
     history = llm.requests[2]["messages"]
     assert not any(m["role"] == "assistant" and not m.get("tool_calls") for m in history)
     assert out["status"] == "answered"
