@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 from anyio.abc import ObjectSendStream
@@ -63,6 +63,16 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 OnTask = Callable[[Any], Awaitable[None]]
 
 
+class Success(NamedTuple):
+    """A call that succeeded this run: what it answered, and when (the count of changing
+    calls run by then, and the reply it last answered)."""
+
+    server: str
+    body: str  # the result without its envelope
+    changes: int
+    reply: int
+
+
 class CallRunner:
     """Runs the calls of one conversation; counts repeats within a run."""
 
@@ -81,7 +91,7 @@ class CallRunner:
         self.results = results  # big results kept whole, paged with read_result (None: cut)
         self.image_store = image_store  # where tools' images are saved for the user
         self._seen: Counter[tuple[str, str, str]] = Counter()
-        self._succeeded: dict[tuple[str, str], tuple[str, str, int, int]] = {}
+        self._succeeded: dict[tuple[str, str], Success] = {}
         self._changes = 0  # calls run that may have changed state, this run
         self._replies = 0  # replies of this run whose calls were marked
 
@@ -107,29 +117,28 @@ class CallRunner:
                 continue
             in_reply.add(key)
             earlier = self._succeeded.get(key)
-            if earlier is not None and self._unchanged(call, earlier[2], earlier[3]):
-                server, result = earlier[0], earlier[1]
+            if earlier is not None and self._unchanged(call, earlier):
                 # A short result is repeated (the server's words stay marked as its own); a
                 # long one is above already, and repeating it costs its tokens again.
                 quote = (
-                    f" Its result was:\n{envelope(server, result)}"
-                    if len(result) <= DONE_QUOTE
+                    f" Its result was:\n{envelope(earlier.server, earlier.body)}"
+                    if len(earlier.body) <= DONE_QUOTE
                     else " Its result is above."
                 )
                 marked.append(replace(call, done=ALREADY_DONE.format(result=quote)))
-                self._succeeded[key] = (*earlier[:3], self._replies)  # answered again now
+                self._succeeded[key] = earlier._replace(reply=self._replies)  # answered now
                 continue
             marked.append(call)
         return marked
 
-    def _unchanged(self, call: Call, changes: int, reply: int) -> bool:
+    def _unchanged(self, call: Call, earlier: Success) -> bool:
         """Whether a call's earlier success still answers it: nothing that may change state
         ran since, and for a read, it was the reply just before (a read of the outside world,
         a clock, a screen or a job's status, may give another answer later)."""
-        if changes != self._changes:
+        if earlier.changes != self._changes:
             return False
         read_only = call.spec is not None and call.spec.read_only
-        return not read_only or reply == self._replies - 1
+        return not read_only or earlier.reply == self._replies - 1
 
     def done_lines(self) -> list[str]:
         """What succeeded this run, a line a call (the call as the model wrote it; no result
@@ -141,15 +150,18 @@ class CallRunner:
             lines.append(f"- {name} {arguments}: succeeded")
         return lines[-DONE_LINES:]
 
-    def _remember(self, call: Call, refusal: str | None, observation: Observation) -> None:
-        """What ran this run: successes by call, and whether anything may have changed."""
-        if refusal is not None or call.done is not None or call.spec is None:
+    def _remember(self, call: Call, observation: Observation) -> None:
+        """What a call that ran did this run: its success, and whether anything may have
+        changed (the agent's own tools only read)."""
+        if call.spec is None:
             return
         if not call.spec.read_only:
             self._changes += 1
         if not observation.is_error:
             body = strip_marker(observation.text)
-            self._succeeded[_key(call)] = (call.spec.server, body, self._changes, self._replies)
+            self._succeeded[_key(call)] = Success(
+                call.spec.server, body, self._changes, self._replies
+            )
 
     def where(self, call: Call) -> tuple[str, str]:
         """(server, tool) of a call: the agent's own tools are "agent", a name no server has
@@ -194,7 +206,7 @@ class CallRunner:
                 _trace_tool_result(span, observation, refusal, started)
             if refusal is None and call.done is None:
                 observation = await self._post_hooks(call, pre, observation, send)
-                self._remember(call, refusal, observation)
+                self._remember(call, observation)
             observation = self._note_repeats(call, observation)
             saved: tuple[SavedImage, ...] = ()
             if observation.images:  # no thread hop (and no reordering) for the common case

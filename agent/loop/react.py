@@ -43,7 +43,7 @@ from agent.loop.textcalls import TextCallReader
 from agent.loop.tool_offer import TERMINATE, AgentTool, ToolBox, ToolOffer
 from agent.loop.vision import REJECTED_NOTICE, Vision, has_images, image_message, without_images
 from agent.model.model_types import ChatModel, Reply
-from agent.tools.results import Observation, envelope, without_markers
+from agent.tools.results import Observation, envelope, without_envelope_tags
 from agent.tools.search import ToolSearch
 from agent.tools.stored import ResultStore
 
@@ -55,6 +55,8 @@ ANSWER_NOW = (
 )
 DONE_SOURCE = "the calls you made"  # the envelope's name for the list of what succeeded
 FAKE_RESULT = "<tool_response>"  # a result block a model wrote itself (Hermes' own markup)
+EMPTY_NOTICE = "the model returned an empty reply; asking it to continue"
+FAKED_NOTICE = "the model wrote a tool result itself instead of calling the tool"
 
 
 @dataclass(frozen=True)
@@ -269,15 +271,16 @@ class Agent:
         calls = parse_calls(reply.tool_calls, self.offer, cut=reply.finish_reason == "length")
         calls = self.calls.mark_repeats(calls)
         yield AssistantMessage(reply.content, tuple(c.name for c in reply.tool_calls))
-        if not calls and (nudge := self._no_answer(reply.content)) is not None:
+        if not calls and (why := self._no_answer(reply.content)) is not None:
             # Kept out of memory: a small model imitates an empty or echoed turn it is shown.
             self._empties += 1
             if self._empties > 1:
                 async for outcome in self._finish(self._ending()):
                     yield outcome
                 return
-            yield Notice(nudge, "warning")
-            self.memory.add_user(self._empty_reply_nudge(reply.content))
+            faked = why == FAKED_NOTICE
+            yield Notice(why, "warning")
+            self.memory.add_user(self._empty_reply_nudge(faked))
             yield RunAgain()
             return
         self.memory.add_assistant(reply.content, [wire(c) for c in calls])
@@ -337,20 +340,20 @@ class Agent:
 
     def _no_answer(self, content: str) -> str | None:
         """Why a reply without calls is not an answer (None: it is one): it is empty, or only
-        our data markers echoed back, or a tool result the model wrote itself."""
-        words = without_markers(content).strip()
+        our data markers echoed back (EMPTY_NOTICE), or a tool result the model wrote itself
+        (FAKED_NOTICE)."""
+        words = without_envelope_tags(content).strip()
         if not words:
-            return "the model returned an empty reply; asking it to continue"
+            return EMPTY_NOTICE
         if words.startswith(FAKE_RESULT):  # a reply that opens as a result, not one about them
-            return "the model wrote a tool result itself instead of calling the tool"
+            return FAKED_NOTICE
         return None
 
-    def _empty_reply_nudge(self, content: str) -> str:
+    def _empty_reply_nudge(self, faked: bool) -> str:
         """The nudge after a reply that is no answer. When calls already succeeded it says
         what was done (restating the request then reads as a new order: after three writes a
         small model answered with instructions to run `echo`); else it restates the request
         (a small model answers the last user message alone)."""
-        faked = without_markers(content).lstrip().startswith(FAKE_RESULT)
         why = (
             "Your last reply wrote a tool result itself; results come only from calling tools."
             if faked

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from agent.loop.events import Event, ModelRetry, TextDelta
 from agent.model.model_types import ChatModel, Reply, RetryNotice, ToolCall
-from agent.tools.results import without_markers
+from agent.tools.results import without_envelope_tags
 
 Family = Literal["hermes", "json"]
 Mode = Literal["auto", "native", "text"]
@@ -264,7 +264,7 @@ def parse(
     def searching() -> bool:
         return not calls and not quoted
 
-    content = without_markers(content)  # a call inside the data tags it echoed is its own
+    content = without_envelope_tags(content)  # a call inside the data tags it echoed is its own
     for match in _TAGGED.finditer(content):
         own_tag = match.group(1) == "tool_call"
         accept(match.start(), match.end(), _objects(match.group(2)), own_tag)

@@ -100,8 +100,10 @@ def strip_marker(output: str) -> str:
     return head + match.group("body") + (match.group("tail") or "") if match else output
 
 
-def without_markers(text: str) -> str:
-    """A model's words without the envelope tags it echoed from tool results."""
+def without_envelope_tags(text: str) -> str:
+    """A model's words without the envelope tags it echoed from tool results: they mark data
+    for the model, and mean nothing to the person reading the answer (nor are they part of a
+    call the model wrote between them)."""
     return _ECHOED.sub("", text) if "untrusted-data" in text.lower() else text
 
 

@@ -26,9 +26,9 @@ from agent.loop.events import (
     Usage,
 )
 from agent.tools.registry import ToolRegistry
-from agent.tools.results import strip_marker
+from agent.tools.results import strip_marker, without_envelope_tags
 from agent.ui.render import EventRenderer
-from agent.ui.safe import SafeConsole, json_text, markdown, terminal, without_envelope_tags
+from agent.ui.safe import SafeConsole, json_text, markdown, terminal
 
 # A run's status -> its exit code (2, usage and config errors, is decided in agent.cli.main).
 RESULT_KEYS = ("answer", "status", "steps", "tool_calls", "usage", "error", "servers")

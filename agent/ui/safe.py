@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.segment import Segment
 
 from agent.common.redact import PATTERNS_ONLY
-from agent.tools.results import without_markers
+from agent.tools.results import without_envelope_tags
 from agent.ui.layout import AnswerMarkdown
 
 # Invisible characters that format or hide text: zero-width space and marks, word joiner
@@ -89,13 +89,6 @@ def json_text(document: str) -> str:
     invisible characters written as `\\u` escapes: a terminal showing it executes none of
     them, and a JSON reader gets the same strings back."""
     return _JSON_UNSAFE.sub(_json_escape, document)
-
-
-def without_envelope_tags(text: str) -> str:
-    """A model's answer without the data markers it echoed from a tool result
-    (agent.tools.results): they mark data for the model, and mean nothing to the person
-    reading the answer."""
-    return without_markers(text)
 
 
 def markdown(text: str) -> AnswerMarkdown:
