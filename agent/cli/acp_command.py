@@ -52,10 +52,9 @@ from agent import __version__
 from agent.cli.acp_files import route_files
 from agent.cli.acp_slash import EditorCommands
 from agent.cli.acp_updates import TurnUpdates, history, prompt_parts, title_and_kind
-from agent.cli.subcommands import session_command_app
+from agent.cli.subcommands import run_session, session_command_app
 from agent.cli.trust_command import settle
-from agent.common.errors import AgentError, ConfigError
-from agent.common.signals import ended_by_signals
+from agent.common.errors import ConfigError
 from agent.common.transcript import find_session
 from agent.config.build import BUNDLED_MAIN, BUNDLED_SERVER_NAME
 from agent.config.files import user_config_dir
@@ -103,11 +102,7 @@ def acp_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typer
 def run_acp(opts: dict[str, Any], resolve: Callable[..., Settings]) -> int:
     environ = dict(os.environ)
     settings = resolve(opts, environ)  # what is wrong with the options ends it here
-    try:
-        return anyio.run(ended_by_signals, _serve, opts, resolve, environ, settings)
-    except AgentError as exc:
-        exc.message = settings.redactor(os.environ)(exc.message)
-        raise
+    return run_session(settings, _serve, opts, resolve, environ, settings)
 
 
 async def _serve(

@@ -25,11 +25,10 @@ import anyio
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from agent.cli.subcommands import session_command_app
+from agent.cli.subcommands import run_session, session_command_app
 from agent.cli.trust_command import settle
-from agent.common.errors import AgentError, ConfigError
+from agent.common.errors import ConfigError
 from agent.common.redact import Redactor
-from agent.common.signals import ended_by_signals
 from agent.common.text import valid_unicode
 from agent.config.settings import Settings
 from agent.session.startup import (
@@ -111,11 +110,7 @@ def run_batch(
     )
     done = finished_keys(out) if resume else set()
     plan = Plan(input, out, parallel, max_errors, done)
-    try:
-        return anyio.run(ended_by_signals, _batch, settings, plan)
-    except AgentError as exc:
-        exc.message = settings.redactor(os.environ)(exc.message)
-        raise
+    return run_session(settings, _batch, settings, plan)
 
 
 @dataclass

@@ -53,11 +53,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent import __version__
 from agent.cli.serve_tasks import ServeTasks, Task
-from agent.cli.subcommands import session_command_app
+from agent.cli.subcommands import run_session, session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import AgentError, ConfigError
 from agent.common.redact import Redactor
-from agent.common.signals import ended_by_signals
 from agent.config.settings import Settings
 from agent.loop.approval import ApprovalRequest, Decision
 from agent.loop.events import Event, StepStarted, ToolCallFinished, ToolCallStarted
@@ -138,11 +137,7 @@ def run_serve(
         ask=False,
         trusted=lambda: resolve({**opts, "trust_workspace": True}, environ),
     )
-    try:
-        return anyio.run(ended_by_signals, _serve, settings, http, host)
-    except AgentError as exc:
-        exc.message = settings.redactor(os.environ)(exc.message)
-        raise
+    return run_session(settings, _serve, settings, http, host)
 
 
 @dataclass

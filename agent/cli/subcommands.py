@@ -8,11 +8,17 @@ One builder for the three, so a new `run` option reaches them all and they canno
 from __future__ import annotations
 
 import inspect
+import os
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import typer
+
+from agent.common.errors import AgentError
+from agent.common.signals import ended_by_signals
+from agent.config.settings import Settings
 
 # `run`'s options about one run's input or output, and the values a subcommand runs with.
 ONE_RUN_OPTIONS: dict[str, Any] = {
@@ -58,3 +64,14 @@ def session_command_app(
     command.__doc__ = doc
     app.command()(command)
     return app
+
+
+def run_session(settings: Settings, main: Callable[..., Awaitable[int]], *args: Any) -> int:
+    """Run a subcommand's session under the signal handling every front end has
+    (SIGTERM/SIGHUP end it cleanly); an error's message is masked with the session's
+    redactor before anyone sees it."""
+    try:
+        return anyio.run(ended_by_signals, main, *args)
+    except AgentError as exc:
+        exc.message = settings.redactor(os.environ)(exc.message)
+        raise

@@ -4,7 +4,6 @@ behind it."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -20,11 +19,12 @@ from mcp.client.session import ClientRequestContext
 from agent.cli import serve_command
 from agent.loop.approval import ApprovalRequest
 from agent.tools.mcp_tasks import send_raw
-from tests.support.cli import RUN_MCP, cli_env
+from tests.support.cli import RUN_MCP, cli_env, run_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 from tests.support.servers import free_port, run_http_server
 
 SECRET = "sk-e2e-secret"
+DEAD_MODEL = "http://127.0.0.1:9/v1"  # never asked: these runs end before a request
 
 
 def serve_params(workdir: Path, base_url: str, *args: str) -> StdioServerParameters:
@@ -191,14 +191,8 @@ def test_http_on_loopback_and_a_warning_elsewhere(tmp_path: Path, host: str) -> 
 
 
 def test_host_without_http_is_a_usage_error(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, RUN_MCP, "serve", "--host", "0.0.0.0"],
-        cwd=tmp_path,
-        env=cli_env(tmp_path, "http://127.0.0.1:9/v1", SECRET),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
+    proc = run_cli(
+        ["serve", "--host", "0.0.0.0"], tmp_path, base_url=DEAD_MODEL, api_key=SECRET, timeout=60
     )
     assert proc.returncode != 0
     assert "--host is the address of --http: pass --http PORT too" in proc.stderr
@@ -221,14 +215,12 @@ def test_at_most_32_conversations_are_kept_the_oldest_closed(tmp_path: Path) -> 
 
 
 def test_a_required_server_that_does_not_start_ends_serve_with_exit_1(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, RUN_MCP, "serve", "--server-command", "no-such-command-xyz"],
-        cwd=tmp_path,
-        env=cli_env(tmp_path, "http://127.0.0.1:9/v1", SECRET),
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        ["serve", "--server-command", "no-such-command-xyz"],
+        tmp_path,
+        base_url=DEAD_MODEL,
+        api_key=SECRET,
         timeout=60,
-        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 1, proc.stderr
     assert "error: server 'main' is unavailable" in proc.stderr
@@ -236,15 +228,8 @@ def test_a_required_server_that_does_not_start_ends_serve_with_exit_1(tmp_path: 
 
 
 def test_the_client_closing_ends_serve_with_exit_0_and_no_empty_session(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, RUN_MCP, "serve"],
-        cwd=tmp_path,
-        env=cli_env(tmp_path, "http://127.0.0.1:9/v1", SECRET),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,  # closed at once
-    )
+    # stdin is /dev/null: the client closes at once
+    proc = run_cli(["serve"], tmp_path, base_url=DEAD_MODEL, api_key=SECRET, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     assert not list((tmp_path / "state" / "sessions").glob("*.jsonl"))
