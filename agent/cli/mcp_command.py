@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from agent.cli.mcp_files import describe, read_doc, servers_of, write_doc
+from agent.cli.mcp_files import add_entry, describe, read_doc, servers_of, write_doc
 from agent.common.errors import ConfigError
 from agent.config.build import build_settings
 from agent.config.dialects import note
@@ -145,14 +145,7 @@ def add(
         return
     entry = new_entry(transport, target or [], env or [], header or [])
     parse_server(name, {**entry, "enabled": False}, environ, f"mcp add {name}")  # validates
-    doc = read_doc(path)
-    servers = servers_of(doc)
-    if name in servers:
-        raise ConfigError(
-            f"server '{name}' already exists in {path} (run_mcp.py mcp remove {name} first)"
-        )
-    servers[name] = entry
-    write_doc(path, doc)
+    add_entry(path, name, entry, f"run_mcp.py mcp remove {name} first")
     terminal(f"added {transport} server '{name}' to {path}")
     for line in describe(name, entry)[1:]:
         terminal(line)
@@ -230,14 +223,7 @@ def add_json(
     path = scope_file(scope or "user", environ)
     entry = pasted_entry(name, text)
     parse_server(name, {**entry, "enabled": False}, environ, f"mcp add-json {name}")
-    doc = read_doc(path)
-    servers = servers_of(doc)
-    if name in servers:
-        raise ConfigError(
-            f"server '{name}' already exists in {path} (run_mcp.py mcp remove {name} first)"
-        )
-    servers[name] = entry
-    write_doc(path, doc)
+    add_entry(path, name, entry, f"run_mcp.py mcp remove {name} first")
     terminal(f"added server '{name}' to {path}")
     for line in describe(name, entry)[1:]:
         terminal(line)

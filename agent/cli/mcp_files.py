@@ -37,6 +37,17 @@ def servers_of(doc: dict[str, Any]) -> dict[str, Any]:
     return doc["servers"] if "mcpServers" not in doc and "servers" in doc else doc["mcpServers"]
 
 
+def add_entry(path: Path, name: str, entry: dict[str, Any], taken: str) -> None:
+    """Add server `name` to the file at `path`; one of that name already there is an error
+    that ends with `taken` (what to do instead)."""
+    doc = read_doc(path)
+    servers = servers_of(doc)
+    if name in servers:
+        raise ConfigError(f"server '{name}' already exists in {path} ({taken})")
+    servers[name] = entry
+    write_doc(path, doc)
+
+
 def write_doc(path: Path, doc: dict[str, Any]) -> None:
     """Replace the file `path` names atomically; an existing file keeps its mode, a new one
     is 0600. A symlink (a dotfiles repository's `mcp.json`) is written through: the new

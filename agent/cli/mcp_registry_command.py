@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from agent.cli.mcp_files import describe, read_doc, servers_of, write_doc
+from agent.cli.mcp_files import add_entry, describe
 from agent.common.errors import ConfigError
 from agent.config.files import user_config_dir
 from agent.config.servers import parse_server
@@ -83,14 +83,7 @@ def add_from_registry(
         raise ConfigError(f"--secrets {storage!r}: use file or env")
     entry = _with_references(chosen) if storage == "env" else chosen.entry
     parse_server(saved_as, {**entry, "enabled": False}, {}, f"mcp add {name}")  # validates
-    doc = read_doc(path)
-    servers = servers_of(doc)
-    if saved_as in servers:
-        raise ConfigError(
-            f"server '{saved_as}' already exists in {path} (choose another: --name NAME)"
-        )
-    servers[saved_as] = entry
-    write_doc(path, doc)
+    add_entry(path, saved_as, entry, "choose another: --name NAME")
     terminal(f"added '{name}' {server.get('version', '')} as '{saved_as}' to {path}")
     terminal(f"  from the registry: {chosen.how}")
     for line in describe(saved_as, entry)[1:]:
