@@ -403,8 +403,7 @@ def test_an_apps_tool_call_is_approved_by_the_question_in_the_terminal(
             time_text = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
             playwright_api.expect(app.locator("#server-time")).to_have_text(time_text)
             page.close()
-            terminal.type("/exit")
-            assert terminal.exit_code() == 0
+            terminal.leave()
         finally:
             terminal.close()
     assert llm.requests == []  # the app's call never involved the model

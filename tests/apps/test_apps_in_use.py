@@ -140,8 +140,7 @@ def test_a_page_s_own_tools_are_asked_once_for_the_page_and_every_call_is_still_
                 expect(app.locator(f"#tick{n}")).to_have_text(f"viewer tick {n}")
             screen = terminal.save()
             page.close()
-            terminal.type("/exit")
-            assert terminal.exit_code() == 0
+            terminal.leave()
         finally:
             terminal.close()
     assert screen.count("Run viewer › tick") == 1, screen
@@ -206,8 +205,7 @@ def test_the_reference_pdf_viewer_opens_a_local_file_asks_once_and_survives_a_re
             terminal.type("y")
             terminal.wait_for(r"not shown")
             terminal.wait_for(r"'pdf' is offered no folders \(MCP roots\)")
-            terminal.type("/exit")
-            assert terminal.exit_code() == 0
+            terminal.leave()
         finally:
             terminal.close()
         config = mcp_json(tmp_path, {"pdf": entry | {"roots": [str(docs)]}})
@@ -230,8 +228,7 @@ def test_the_reference_pdf_viewer_opens_a_local_file_asks_once_and_survives_a_re
             expect(app_frame(page).get_by_text("Hello from the PDF")).to_be_visible()
             screen = terminal.save()
             page.close()
-            terminal.type("/exit")
-            assert terminal.exit_code() == 0
+            terminal.leave()
         finally:
             terminal.close()
     assert screen.count("Run pdf › read_pdf_bytes") == 1, screen

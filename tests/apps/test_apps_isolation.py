@@ -394,8 +394,7 @@ def test_a_pages_message_becomes_a_turn_only_when_the_person_says_yes(
             )
             page.close()
             screen = terminal.screen()
-            terminal.type("/exit")
-            assert terminal.exit_code() == 0
+            terminal.leave()
         finally:
             terminal.close()
     assert screen.count("wants to send a message as you") == 2  # one per question, no more

@@ -115,8 +115,7 @@ def test_the_repl_asks_again_showing_what_changed(tmp_path: Path) -> None:
             assert "+ config/hooks.json: on UserPromptSubmit (*) runs" in screen
             term.type("n")
             term.wait_for(r"tools from 1 server")
-            term.type("/exit")
-            assert term.exit_code() == 0
+            term.leave()
         finally:
             term.close()
     assert not marker.exists()

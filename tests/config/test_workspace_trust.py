@@ -227,8 +227,7 @@ def test_the_repl_asks_once_and_remembers(tmp_path: Path) -> None:
                     assert not marker.exists()  # nothing of the folder runs before the answer
                     term.type("y")
                 term.wait_for(r"tools from 1 server")
-                term.type("/exit")
-                assert term.exit_code() == 0
+                term.leave()
                 assert "Trust this folder" not in term.screen() or attempt == "first"
             finally:
                 term.close()

@@ -81,8 +81,7 @@ def test_listings_fit_the_terminal_and_never_cut_a_name(
         resources = command_output(term, "/resources")
         prompts = command_output(term, "/prompts")
         servers = command_output(term, "/servers")
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     for lines in (tools, resources, prompts, servers):
         assert lines and all(len(line) <= columns for line in lines), "\n".join(lines)
         assert not any("…" in line and "everything__" in line for line in lines)
@@ -144,8 +143,7 @@ def test_tools_fits_the_screen_pages_the_rest_and_says_when_there_are_none(
         command_output(term, "/servers disable everything")
         command_output(term, "/servers disable local")
         none = command_output(term, "/tools")
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert 0 < len(tools) <= rows - 2, "\n".join(tools)
     assert tools[0] == "everything · 16 tools · /tools everything for details"
     assert "local · 7 tools · /tools local for details" in tools

@@ -43,8 +43,7 @@ def streamed_screen(
         term.type(typed)
         term.wait_for(last + r"[ ]*" + PROMPT, timeout=30)
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     return screen
 
 
@@ -93,8 +92,7 @@ def test_a_session_at_the_terminal(
         term.type("are you there?")
         term.wait_for(r"still here", after=mark)
         term.wait_for(PROMPT, after=mark)
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
 
         tool_results = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
         assert "cancelled" in tool_results[-1]["content"]  # the cut-short call, recorded
@@ -129,8 +127,7 @@ def test_a_killed_session_resumes_with_every_completed_turn(
         assert re.search(r"resumed session \S+ \(4 messages\)", resumed.screen())
         resumed.type("and now?")
         resumed.wait_for(r"second answer")
-        resumed.type("/exit")
-        assert resumed.exit_code() == 0
+        resumed.leave()
 
     roles = [m["role"] for m in llm.requests[-1]["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
@@ -193,8 +190,7 @@ def test_ctrl_c_at_an_approval_question_cancels_the_turn(
         assert len(llm.requests) == 1  # the model was not asked to go on
         term.type("still there?")
         term.wait_for(r"back again", after=mark)
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert not (workspace / "x.txt").exists()
 
 
@@ -226,8 +222,7 @@ def test_a_padded_command_keeps_its_beginning_on_screen_at_approval(
         screen = term.visible()
         term.type("n")
         term.wait_for(r"not run")
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert "command: rm -rf ~/nothing-here⟨20,000 spaces⟩; echo done" in screen, screen
 
 
@@ -259,8 +254,7 @@ def test_keys_typed_during_a_turn_are_drawn_once(
         term.type("typed during the tool")  # the tool sleeps 3 s: the turn is still running
         term.wait_for(r"got the typed line[ ]*" + PROMPT)
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert screen.count("Start of answer.") == 1, screen  # no copy left by the live answer
     assert "typed then cancelled" not in screen and "^C" not in screen, screen
     assert screen.count("typed during the tool") == 1, screen  # drawn by the prompt only
@@ -279,8 +273,7 @@ def test_tab_and_enter_read_together_send_the_completed_line(
         term.send("/", "h", "e", "Tab", "Enter")  # one send-keys: one write to the terminal
         term.wait_for(r"/quit\s+leave|unknown command")
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert "› /help" in screen and "unknown command" not in screen, screen
 
 
@@ -331,8 +324,7 @@ def test_an_approval_typo_is_asked_again_in_whole_words(
         screen = term.save()
         term.type("/approve save")
         term.wait_for(r"kept in\s+\S+approvals\.json")
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert (workspace / "made.txt").read_text() == "hello"
     words = ["write_file", '"made.txt",', '"content":', '"hello"}?', "[y]es", "[a]lways"]
     assert broken_words(rows, words) == [], "\n".join(rows)
@@ -378,8 +370,7 @@ def test_a_cancelled_call_shows_what_it_had_reported(
         term.send("C-c")
         term.wait_for(r"cancelled" + PROMPT, after=mark, timeout=10)
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     shown = screen[mark:]
     assert re.search(r"⊘ cancelled progress › build after [\d.]+ s at 4/5", shown), shown
     for step in (2, 3, 4):
@@ -410,8 +401,7 @@ def test_a_tool_s_image_path_is_never_broken(
         term.type("the album")
         term.wait_for(r"one picture[ ]*" + PROMPT)
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     saved = sorted((workspace.parent / "state").rglob("*.png"))
     assert len(saved) == 1
     lines = [line.strip() for line in screen.splitlines()]  # capture -J: wrapped rows joined
@@ -431,8 +421,7 @@ def test_an_answer_echoing_the_envelope_shows_no_tag(
         term.type("read the notes")
         term.wait_for(r"That is all\.[ ]*" + PROMPT)
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert "launch code 4711" in screen and "untrusted-data" not in screen, screen
 
 
@@ -460,8 +449,7 @@ def test_a_folder_refused_by_a_server_offered_none_hints_at_roots(
         term.type("read my notes")
         term.wait_for(r"could not[ ]*" + PROMPT)
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     said = " ".join(screen.split())
     hint = (
         "hint: 'roots' is offered no folders (MCP roots) and its error reads as if it wants "
@@ -487,8 +475,7 @@ def test_a_folder_refused_by_a_server_offered_none_hints_at_roots(
         term.type("read my notes")
         term.wait_for(r"read[ ]*" + PROMPT)
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert "launch code 4711" in screen and "hint:" not in screen, screen
 
 
@@ -509,8 +496,7 @@ def test_a_cancelled_bundled_shell_command_shows_what_it_had_printed(
         term.send("C-c")
         term.wait_for(r"cancelled" + PROMPT, after=mark, timeout=10)
         screen = term.save()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     shown = screen[mark:]
     assert re.search(r"⊘ cancelled local › bash after [\d.]+ s", shown), shown
     assert "built part 3" in shown.split("⊘ cancelled")[-1], shown

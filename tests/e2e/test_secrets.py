@@ -350,8 +350,7 @@ def test_repl_answer_and_save_leak_no_secret(tmp_path: Path) -> None:
             term.wait_for(r"config\.[ ]*" + PROMPT)
             term.type("/save")
             term.wait_for(r"saved 2 messages to ")
-            term.type("/exit")
-            assert term.exit_code() == 0
+            term.leave()
         finally:
             term.close()
     written = raw.read_text(errors="replace")

@@ -122,8 +122,7 @@ def test_undo_and_redo_turns_of_write_file_the_shell_and_a_third_party_server(
         command(term, "/redo", r"redid turn 2 ")
         assert (workspace / "b.txt").read_text() == "from-shell\n"
         assert not (workspace / "notes.txt").exists()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
         llm.assert_complete()
 
     assert tree_digest(workspace / ".git") == dot_git  # the user's repository: not written
@@ -163,8 +162,7 @@ def test_undo_asks_before_overwriting_a_change_made_outside_the_agent_in_a_folde
         term.type("y")
         term.wait_for(r"undid turn 1 .*restored 1 \(a.txt\)", after=mark)
         assert (workspace / "a.txt").read_text() == "original\n"
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
         llm.assert_complete()
     assert not (workspace / ".git").exists()
 
@@ -179,15 +177,13 @@ def test_a_resumed_session_can_undo_the_turns_of_the_first_run(
     with ScriptedLLM(*script) as llm:
         first = start(terminals, llm, workspace, "first", "-y")
         turn(first, "overwrite the notes", "overwrote the notes")
-        first.type("/exit")
-        assert first.exit_code() == 0
+        first.leave()
 
         [saved] = (workspace.parent / "state" / "sessions").glob("*.jsonl")
         resumed = start(terminals, llm, workspace, "resumed", "--resume", saved.stem)
         command(resumed, "/undo", r'undid turn 1 \("overwrite the notes"\): restored 1')
         assert (workspace / "notes.txt").read_text() == "launch code 4711\n"
-        resumed.type("/exit")
-        assert resumed.exit_code() == 0
+        resumed.leave()
 
 
 @pytest.mark.timeout(120)
@@ -209,5 +205,4 @@ def test_undo_says_what_a_remote_server_did_cannot_be_undone(
                 r"undid turn 1 .*removed 1 \(r.txt\); what remote servers did "
                 r"\(remote › write_file\) cannot be undone",
             )
-            term.type("/exit")
-            assert term.exit_code() == 0
+            term.leave()

@@ -223,8 +223,7 @@ def test_the_repl_offers_the_denied_command_once_with_the_access_it_needed(
         asked = term.screen()[mark:]
         term.type("n")
         term.wait_for(r"all done" + r"[\s\S]*" + PROMPT)
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert (outside / "allowed.txt").read_text() == "once\n"
     assert not (outside / "declined.txt").exists()
     first, second = tool_messages(llm.requests[1])[0], tool_messages(llm.requests[2])[1]

@@ -126,7 +126,6 @@ def test_resume_at_a_terminal_lists_this_folder_s_sessions_to_pick_from(
         term.wait_for(PROMPT)
         term.type("and now?")
         term.wait_for(r"picked")
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
         llm.assert_complete()
     assert user_lines(llm.requests[-1]) == ["first alpha", "and now?"]

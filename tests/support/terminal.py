@@ -114,6 +114,11 @@ class Terminal:
             time.sleep(0.05)
         return int(self.rc_file.read_text())
 
+    def leave(self) -> None:
+        """Type /exit; the program must end with exit code 0."""
+        self.type("/exit")
+        assert self.exit_code() == 0
+
     def save(self) -> str:
         text = self.screen()
         self.log.write_text(text)

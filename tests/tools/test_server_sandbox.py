@@ -184,8 +184,7 @@ def test_sandbox_and_servers_show_what_each_server_runs_under(
         term.type("/servers")
         term.wait_for(r"config files read", after=mark)
         listing = term.screen()[mark:]
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     assert re.search(
         r"local\s+shell workspace-write: writes the workspace and temp folders; no network",
         screen,

@@ -184,8 +184,7 @@ def test_ctrl_c_during_a_research_task_cancels_it_on_the_server(
         term.wait_for(r"cancelled" + PROMPT, after=mark, timeout=20)
         term.type("/tasks")
         term.wait_for(r"cancelled\s+[\d.]+ s\s+Client cancelled task execution", after=mark)
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
 
 
 @needs_tmux
@@ -206,8 +205,7 @@ def test_the_ambiguous_research_query_asks_its_question_in_the_repl(
         term.type("Python snake species")
         term.wait_for(r"researched\s*" + PROMPT, after=mark, timeout=30)
         llm.assert_complete()
-        term.type("/exit")
-        assert term.exit_code() == 0
+        term.leave()
     answer = [m for m in llm.requests[1]["messages"] if m["role"] == "tool"][0]["content"]
     assert "# Research Report: python (snake)" in answer
 
