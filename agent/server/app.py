@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import json
 import os
 import re
@@ -129,7 +130,7 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
         """Read a text file, or a range of its lines for large files."""
         target = ws.resolve(path)
         if not target.exists():
-            raise ToolError(await anyio.to_thread.run_sync(ws.missing, path, target))
+            raise await _not_found(ws, path, target)
         return await anyio.to_thread.run_sync(_read_range, target, path, offset, limit)
 
     @server.tool(
@@ -175,7 +176,7 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
         """Replace exact text in a file; fails if the text is missing or not unique."""
         target = ws.resolve(path)
         if not target.exists():
-            raise ToolError(await anyio.to_thread.run_sync(ws.missing, path, target))
+            raise await _not_found(ws, path, target)
         text = await anyio.to_thread.run_sync(_read_text, target, path)
         if not old_text:
             raise ToolError(
@@ -204,7 +205,7 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
         """List a directory: sub-directories end with '/', symlinks with '@', files show size."""
         target = ws.resolve(path)
         if not target.exists():
-            raise ToolError(await anyio.to_thread.run_sync(_missing_folder, ws, path, target))
+            raise await _not_found(ws, path, target, folder=True)
         if not target.is_dir():
             raise ToolError(f"'{path}' is not a directory")
         return await anyio.to_thread.run_sync(_listing, target)
@@ -223,7 +224,7 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
         """Search text files for a regular expression; returns path:line: text matches."""
         target = ws.resolve(path)
         if not target.exists():
-            raise ToolError(await anyio.to_thread.run_sync(_missing_folder, ws, path, target))
+            raise await _not_found(ws, path, target, folder=True)
         limit = min(timeout, MAX_SEARCH_TIMEOUT)
         job: dict[str, object] = {"root": str(ws.root), "target": str(target), "pattern": pattern}
         job |= {"glob": glob, "limit": SEARCH_LIMIT}
@@ -321,8 +322,11 @@ async def _allowed_once(ctx: Context | None, command: str, denial: Denial, wider
     return answer.action == "accept"
 
 
-def _missing_folder(ws: Workspace, path: str, target: Path) -> str:
-    return ws.missing(path, target, folder=True)
+async def _not_found(ws: Workspace, path: str, target: Path, *, folder: bool = False) -> ToolError:
+    """The error for a path that does not exist, naming where the model may have meant (the
+    workspace walk runs in a thread)."""
+    missing = functools.partial(ws.missing, path, target, folder=folder)
+    return ToolError(await anyio.to_thread.run_sync(missing))
 
 
 def _nearest_text(text: str, wanted: str) -> str:
