@@ -12,16 +12,20 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
+
+from agent.common import seccomp
 
 Mode = Literal["read-only", "workspace-write", "off"]
 MODES: tuple[str, ...] = ("workspace-write", "read-only", "off")
@@ -61,7 +65,16 @@ PROTECTED_IN_WORKSPACE: tuple[str, ...] = (
     ".gemini",
     ".codex",
     ".agents",
+    ".mcp-agent",
+    ".zed",
 )
+# Left out of the search for nested repositories: folders of packages and caches, where a
+# `.git` is a dependency's, not the user's, and which can hold many thousands of entries.
+_NOT_SEARCHED = frozenset(
+    {"node_modules", ".venv", "venv", "__pycache__", ".cache", ".tox", ".nox", "site-packages"}
+)
+GIT_SEARCH_LIMIT = 20_000  # folders looked at for nested repositories, at most
+GIT_SEARCH_DEPTH = 8
 _TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 # What a failure says when the sandbox stopped it (in C's, Python's and Node's words).
 _READ_ONLY = re.compile(r"Read-only file system|\bEROFS\b")
@@ -69,7 +82,10 @@ _NETWORK = re.compile(
     r"Network is unreachable|ENETUNREACH|Temporary failure in name resolution|EAI_AGAIN"
     r"|Could not resolve host|Name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)"
     r"|No address associated with hostname|Could not resolve proxy|Resolving timed out"
+    r"|Address family not supported by protocol|EAFNOSUPPORT"  # a unix socket (seccomp.py)
 )
+# Creating a protected name that did not exist: its placeholder is an empty file there.
+_PLACEHOLDER = re.compile(r"File exists|Not a directory|\bEEXIST\b|\bENOTDIR\b")
 # A quoted path, the word before ": Read-only" (bash's `bash: x: Read-only file system`),
 # or a bare path starting with / or ~/.
 _PATH = re.compile(
@@ -142,7 +158,8 @@ class Policy:
 
 
 def bwrap_argv(policy: Policy, argv: list[str], cwd: str | None = None) -> list[str]:
-    """`argv` run under `policy` (unchanged when the mode is off)."""
+    """`argv` run under `policy` (unchanged when the mode is off). Without network, bwrap
+    is started through `seccomp.trampoline` so that no unix socket outside is reachable."""
     if policy.mode == "off":
         return list(argv)
     line = [policy.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
@@ -151,17 +168,70 @@ def bwrap_argv(policy: Policy, argv: list[str], cwd: str | None = None) -> list[
         line += ["--tmpfs", "/tmp"]  # private and thrown away: tools that need scratch space
     # Through their real paths: bwrap cannot mount onto a symlink, and a link (`config ->
     # elsewhere`) is protected by protecting what it leads to.
-    for path in _real(policy.writable()):
+    writable = _real(policy.writable())
+    for path in writable:
         line += ["--bind", path, path]
     for path in _real(policy.read_only):
         line += ["--ro-bind", path, path]
+    # A protected name that does not exist yet must not be created either (a `.mcp.json`
+    # written from inside would start its server at the next start, outside the sandbox):
+    # an empty read-only file takes its place. bwrap leaves that empty file behind as the
+    # mount point; `remove_placeholders` takes it away when the sandboxes end.
+    for path in placeholders(policy):
+        line += ["--ro-bind", "/dev/null", path]
     for path in _real(policy.hidden):
         line += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
     if not policy.network:
         line.append("--unshare-net")
+        if seccomp.supported():
+            line += ["--seccomp", str(seccomp.FD)]
     if cwd is not None:
         line += ["--chdir", cwd]
-    return [*line, "--", *argv]
+    line += ["--", *argv]
+    if not policy.network and seccomp.supported():
+        return seccomp.trampoline(seccomp.no_unix_sockets(), line)
+    return line
+
+
+def placeholders(policy: Policy) -> tuple[str, ...]:
+    """Where a protected path is missing inside a writable folder: its first missing
+    component (as a real path), which the sandbox covers with an empty read-only file."""
+    if policy.mode != "workspace-write":
+        return ()
+    writable = _real(policy.writable())
+    found: list[str] = []
+    for path in policy.read_only:
+        missing = _first_missing(os.path.realpath(path))  # a dangling link: where it leads
+        if missing is not None and any(_inside(missing, w) for w in writable):
+            found.append(missing)
+    return _unique(found)
+
+
+def remove_placeholders(paths: Iterable[str]) -> None:
+    """Take away the empty files bwrap left as mount points (`placeholders`), once no
+    sandbox uses them: only an empty regular file is removed, never a link or content."""
+    for path in paths:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _first_missing(path: str) -> str | None:
+    """The first component of `path` that does not exist, under its parent's real path
+    (None: it all exists, or a parent is not a folder)."""
+    current = Path(path)
+    if os.path.lexists(current):
+        return None
+    while not os.path.lexists(current.parent) and current.parent != current:
+        current = current.parent
+    parent = os.path.realpath(current.parent)
+    if not os.path.isdir(parent):
+        return None
+    return os.path.join(parent, current.name)
 
 
 @functools.cache
@@ -172,7 +242,10 @@ def unavailable(path_var: str | None = None) -> str | None:
     if found is None:
         return "bubblewrap (bwrap) is not on PATH: install the bubblewrap package"
     probe = [found, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc"]
-    probe += ["--unshare-net", "--", "true"]
+    probe += ["--unshare-net"]
+    if seccomp.supported():  # the filter a sandbox without network gets loads here too
+        probe = seccomp.trampoline(seccomp.no_unix_sockets(), [*probe, "--seccomp", "9"])
+    probe += ["--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=PROBE_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -196,9 +269,67 @@ def hidden_paths(home: Path, extra: Iterable[str] = ()) -> tuple[str, ...]:
     return _unique((*(str(home / p) for p in HIDDEN_IN_HOME), *extra))
 
 
-def protected_paths(workspace: Path, extra: Iterable[str] = ()) -> tuple[str, ...]:
-    """What stays read-only inside a writable workspace, and `extra` (config files)."""
-    return _unique((*(str(workspace / p) for p in PROTECTED_IN_WORKSPACE), *extra))
+def protected_paths(
+    workspace: Path, extra: Iterable[str] = (), home: Path | None = None
+) -> tuple[str, ...]:
+    """What stays read-only inside a writable workspace: PROTECTED_IN_WORKSPACE, every
+    nested repository's `.git` and every folder a `core.hooksPath` names (a hook planted
+    there runs at the user's next commit), and `extra` (config files)."""
+    own = (str(workspace / p) for p in PROTECTED_IN_WORKSPACE)
+    return _unique((*own, *git_stores(workspace, home), *extra))
+
+
+def git_stores(workspace: Path, home: Path | None = None) -> tuple[str, ...]:
+    """The `.git` of every repository under `workspace` (a bounded walk that skips package
+    and cache folders), and the hook folders their configs and the user's name."""
+    repos: list[Path] = []
+    seen = 0
+    stack: list[tuple[Path, int]] = [(workspace, 0)]
+    while stack and seen < GIT_SEARCH_LIMIT:
+        folder, depth = stack.pop()
+        seen += 1
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".git":
+                repos.append(folder)
+            elif depth < GIT_SEARCH_DEPTH and entry.name not in _NOT_SEARCHED:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((Path(entry.path), depth + 1))
+    stores = [str(repo / ".git") for repo in repos if repo != workspace]
+    configs = [(repo / ".git" / "config", repo) for repo in (workspace, *repos)]
+    if home is not None:
+        user = [home / ".gitconfig", home / ".config" / "git" / "config"]
+        configs += [(path, repo) for path in user for repo in (workspace, *repos)]
+    hooks = (_hooks_path(config, repo) for config, repo in configs)
+    return _unique((*stores, *(str(h) for h in hooks if h is not None)))
+
+
+_HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.+?)\s*$", re.IGNORECASE)
+
+
+def _hooks_path(config: Path, repo: Path) -> Path | None:
+    """The folder `core.hooksPath` in a git config names, relative to the repository's
+    working tree as git takes it (None: not set, or the file cannot be read). A plain
+    reading of `[core]`: `include` files are not followed."""
+    try:
+        lines = config.read_text(errors="replace").splitlines()[:5000]
+    except OSError:
+        return None
+    section = ""
+    found: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped.strip("[]").split()[0].lower() if stripped.strip("[]") else ""
+        elif section == "core" and (match := _HOOKS_PATH.match(stripped)):
+            found = match.group(1).strip('"')
+    if not found:
+        return None
+    return repo / Path(found).expanduser()
 
 
 @dataclass(frozen=True)
@@ -235,6 +366,8 @@ def find_denial(output: str, exit_code: int | None, policy: Policy, cwd: str) ->
     for line in output.splitlines():
         if _READ_ONLY.search(line):
             writes += [p for p in _paths(line, cwd) if not _allowed(p, policy)]
+        elif _PLACEHOLDER.search(line):
+            writes += [p for p in _paths(line, cwd) if _protected(p, policy)]
     ro_failed = any(_READ_ONLY.search(line) for line in output.splitlines())
     if ro_failed and not writes:  # it said read-only and named no path we can tell
         writes = ["/"]
@@ -275,6 +408,11 @@ def _allowed(path: str, policy: Policy) -> bool:
     if any(_inside(path, r) for r in policy.read_only):
         return False
     return any(_inside(path, w) for w in policy.writable())
+
+
+def _protected(path: str, policy: Policy) -> bool:
+    """Whether `path` is, or lies in, a path the policy keeps read-only."""
+    return any(_inside(path, r) or _inside(path, os.path.realpath(r)) for r in policy.read_only)
 
 
 def _mentions(output: str, path: str) -> bool:

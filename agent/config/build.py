@@ -27,6 +27,7 @@ from agent.config.files import (
     from_file,
     user_config_dir,
 )
+from agent.config.sandbox import placeholders_of
 from agent.config.sandbox import resolve as resolve_sandbox
 from agent.config.saved_approvals import load as load_approvals
 from agent.config.saved_approvals import with_saved as with_saved_approvals
@@ -213,6 +214,7 @@ def build_settings(
         telemetry=telemetry,
         sandbox=sandbox,
         sandbox_problem=sandbox_problem,
+        sandbox_placeholders=placeholders_of(enabled),
         servers=tuple(enabled),
         state_dir=state_dir,
         workspace=root,

@@ -22,6 +22,7 @@ from agent.common.sandbox import (
     Policy,
     bwrap_path,
     hidden_paths,
+    placeholders,
     protected_paths,
     unavailable,
 )
@@ -61,13 +62,31 @@ def resolve(
                 f"[sandbox] required = true but {problem}; install it, or set required = false"
             )
         return servers, problem
+    home = Path(environ.get("HOME") or Path.home())
     base = Policy(
         workspace=str(root),
-        read_only=protected_paths(root, protect),
-        hidden=hidden_paths(Path(environ.get("HOME") or Path.home()), hide),
+        read_only=protected_paths(root, protect, home),
+        hidden=hidden_paths(home, hide),
         bwrap=bwrap_path(environ.get("PATH")),
     )
     return [_sandboxed(s, wanted[s.name], base, settings, bundled_main) for s in servers], None
+
+
+def placeholders_of(servers: Iterable[ServerConfig]) -> tuple[str, ...]:
+    """The protected paths missing now that the servers' sandboxes will cover with an empty
+    file (agent/common/sandbox.py `placeholders`): recorded before anything starts, so that
+    what bwrap leaves behind is told from a file the user had, and removed at the end."""
+    found: list[str] = []
+    for server in servers:
+        policy = server.policy
+        if policy is None and SANDBOX_FLAG in server.args[:-1]:
+            try:
+                policy = Policy.from_json(server.args[list(server.args).index(SANDBOX_FLAG) + 1])
+            except ValueError:
+                continue
+        if policy is not None:
+            found += placeholders(policy)
+    return tuple(dict.fromkeys(found))
 
 
 def unsandboxed_warning(problem: str) -> str:

@@ -245,6 +245,9 @@ class Settings(_Frozen):
     # Why commands run unsandboxed though the settings ask for a sandbox (no bwrap, no
     # user namespaces); None: it works, or nothing asked for it.
     sandbox_problem: str | None = None
+    # Protected paths missing at start that a sandbox covers with an empty file while it
+    # runs (agent/config/sandbox.py `placeholders_of`): removed when the session ends.
+    sandbox_placeholders: tuple[str, ...] = ()
     servers: tuple[ServerConfig, ...] = ()
     state_dir: Path = Path(".")
     workspace: Path = Path(".")

@@ -16,7 +16,7 @@ if not __package__:  # run as a file (`python -P .../agent/server/__main__.py`):
     if _ROOT not in sys.path:
         sys.path.insert(0, _ROOT)
 
-from agent.common.sandbox import Policy
+from agent.common.sandbox import Policy, placeholders, remove_placeholders
 from agent.server.app import build_server
 
 TRANSPORTS = ("http", "sse", "stdio")  # http is the SDK's "streamable-http"
@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    made = placeholders(sandbox) if sandbox is not None else ()  # missing now: see bwrap_argv
     try:
         if args.transport == "sse":
             server.run("sse", host=args.host, port=args.port)
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             server.run("stdio")
     except KeyboardInterrupt:
         return 130
+    finally:
+        remove_placeholders(made)
     return 0
 
 

@@ -28,6 +28,7 @@ from agent.common.checkpoints import Checkpoints
 from agent.common.errors import ConfigError
 from agent.common.memory import Memory, describe_environment
 from agent.common.transcript import Loaded, Transcript, find_session, load
+from agent.common.sandbox import remove_placeholders
 from agent.config.sandbox import unsandboxed_warning
 from agent.config.settings import Settings
 from agent.extensions.hook_files import HookSet
@@ -537,6 +538,7 @@ async def open_session(
     finally:
         if agent is not None:  # once the servers closed: the loop's last spans have ended
             agent.telemetry.flush()  # the process ends soon: spans out first
+        remove_placeholders(settings.sandbox_placeholders)  # no sandbox of ours runs now
         await model.aclose()
         saved.transcript.close()
 
