@@ -28,7 +28,7 @@ from agent.common.errors import ConfigError
 from agent.config.build import build_settings
 from agent.config.dialects import note
 from agent.config.files import user_config_dir
-from agent.config.servers import parse_server
+from agent.config.servers import Unusable, parse_server
 from agent.ui.safe import terminal
 
 PROJECT_FILE = ".mcp.json"
@@ -193,21 +193,28 @@ def remove(name: Annotated[str, typer.Argument()], scope: ScopeOption = None) ->
 @mcp_app.command("list")
 def list_servers() -> None:
     """Every configured server with its live status (each is connected to once), and the
-    files left unread; exits 1 when a server failed to connect."""
+    files left unread; exits 1 when a server failed to connect or cannot be used (an
+    unset ${VAR}: the others are still connected to)."""
     environ = dict(os.environ)
+    unusable: list[Unusable] = []
     settings = build_settings(
-        config_path=None, mcp_config_path=None, cli_server=None, environ=environ
+        config_path=None,
+        mcp_config_path=None,
+        cli_server=None,
+        environ=environ,
+        unusable=unusable,
     )
     for unread in settings.untrusted_files:  # `mcp get` reads them: say why list does not
         terminal(f"not read: {unread} (this folder is not trusted: run_mcp.py trust)")
-    if not any(s.config_file for s in settings.servers):
+    if not unusable and not any(s.config_file for s in settings.servers):
         terminal("no servers configured (add one: run_mcp.py mcp add NAME -- COMMAND ARGS…)")
         return
     redact = settings.redactor(environ)
-    lines, failed = anyio.run(_live_status, settings)
+    lines, failed = anyio.run(_live_status, settings) if settings.servers else ([], False)
+    lines += [f"{s.name}: ✗ failed: {s.error}" for s in unusable]  # the error names the file
     for line in lines:
         terminal(line, redact=redact)  # a server's stderr may hold escapes and secrets
-    if failed:
+    if failed or unusable:
         raise typer.Exit(1)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agent.common.errors import ConfigError
-from agent.config.dialects import Dialects, InputAsker, note, warning
+from agent.config.dialects import Dialects, InputAsker, InputUnavailable, note, warning
 from agent.config.files import (
     client_name,
     default_files,
@@ -32,6 +32,7 @@ from agent.config.sandbox import resolve as resolve_sandbox
 from agent.config.saved_approvals import load as load_approvals
 from agent.config.saved_approvals import with_saved as with_saved_approvals
 from agent.config.servers import (
+    Unusable,
     default_state_dir,
     expand_vars,
     literal_secrets,
@@ -156,6 +157,7 @@ def build_settings(
     trust_workspace: bool = False,
     ask_input: InputAsker | None = None,
     only: tuple[str, ...] = (),
+    unusable: list[Unusable] | None = None,
 ) -> Settings:
     """The one place settings are resolved: defaults < file < environment < flags.
 
@@ -163,7 +165,9 @@ def build_settings(
     Explicit paths must exist; the default paths are used only when present, and the
     working directory's own (`config/`) only when it is trusted (agent/config/trust.py;
     `trust_workspace` is --trust-workspace). `only`: --servers, the configured servers
-    to connect to by name (the command line's own server is always kept).
+    to connect to by name (the command line's own server is always kept). A server this
+    run cannot use (an unset `${VAR}`) is left out with a warning, or put in `unusable`
+    for a caller that says it in its own words (`mcp list`).
     """
     root = (workspace or Path.cwd()).resolve()
     state_dir = default_state_dir(environ)
@@ -190,13 +194,14 @@ def build_settings(
     # envFile in the working directory is read only once it is trusted.
     dialects = Dialects(root, environ, ask_input, trusted=trust.trusted)
     mcp_paths = [named_mcp] if named_mcp else default_mcp
-    servers = _configured_servers(
-        mcp_paths, environ, dialects, state_dir, cli_server, named=named_mcp is not None
-    )
+    skipped: list[Unusable] = []
+    servers = _configured_servers(mcp_paths, environ, dialects, state_dir, cli_server, skipped)
     if only:
-        servers = pick_servers(servers, only)
+        servers = pick_servers(servers, only, [s.name for s in skipped])
+        skipped = [s for s in skipped if s.name in only]
     enabled = [_with_roots(s, agent.roots, root) for s in servers if s.enabled]
-    if not enabled:  # no server at all (or all switched off): the bundled one
+    _say_unusable(skipped, servers, named=named_mcp is not None, alone=not enabled, out=unusable)
+    if not enabled and not skipped:  # no server at all (or all switched off): the bundled one
         enabled.append(bundled_server(root))
     enabled, sandbox_problem = resolve_sandbox(
         enabled,
@@ -250,32 +255,30 @@ def _configured_servers(
     dialects: Dialects,
     state_dir: Path,
     cli_server: ServerConfig | None,
-    *,
-    named: bool = False,
+    skipped: list[Unusable],
 ) -> list[ServerConfig]:
     """The mcpServers files' servers with their saved approvals, then the command line's.
 
     The rule for a name in several files: the later file's entry wins (the user's
     `mcp.json` < `.mcp.json` < `.cursor/mcp.json` < `.vscode/mcp.json` < `config/mcp.json`),
     and a warning names the entry it overrides. An entry that cannot be used in this run
-    (an `${input:...}` with nobody to ask) is skipped with a warning, unless the file was
-    named with --mcp-config (then it is the error). The command line's server may not
-    reuse a name a file gives.
+    goes to `skipped` (an earlier file's entry of that name, if any, is used), unless a
+    later file overrides it anyway. The command line's server may not reuse a name a
+    file gives.
     """
     by_name: dict[str, ServerConfig] = {}
     for mcp_path in mcp_paths:
-        skipped: list[tuple[str, str]] = []
-        for server in load_mcp_config(mcp_path, environ, dialects, None if named else skipped):
+        found: list[Unusable] = []
+        loaded = load_mcp_config(mcp_path, environ, dialects, found)
+        for server in loaded:
             if (earlier := by_name.get(server.name)) is not None:
                 warning(
                     f"server '{server.name}': the entry in {mcp_path} overrides the one in "
                     f"{earlier.config_file} (the later file wins)"
                 )
             by_name[server.name] = server
-        for name, why in skipped:
-            kept = by_name.get(name)
-            instead = f"; using the one in {kept.config_file}" if kept else ""
-            warning(f"server '{name}' skipped: {why}{instead}")
+        overridden = {s.name for s in loaded} | {s.name for s in found}
+        skipped[:] = [*(s for s in skipped if s.name not in overridden), *found]
     saved = load_approvals(state_dir)  # /approve save keeps them in a file of our own
     servers = [with_saved_approvals(s, saved) for s in by_name.values()]
     if cli_server is not None:
@@ -288,13 +291,41 @@ def _configured_servers(
     return servers
 
 
-def pick_servers(servers: list[ServerConfig], names: tuple[str, ...]) -> list[ServerConfig]:
+def _say_unusable(
+    skipped: list[Unusable],
+    servers: list[ServerConfig],
+    *,
+    named: bool,
+    alone: bool,
+    out: list[Unusable] | None,
+) -> None:
+    """The servers this run wanted but cannot use, once it is known which it wanted
+    (none excluded by --servers; switched-off ones never get here). Each is a warning
+    naming the server and the variable, and the others run; it is the error when the
+    run needs it: `"required": true`, a named file's `${input:...}` (as before), or
+    nothing else left to run. `out` (`mcp list`) takes them instead, to show as failed."""
+    if out is not None:
+        out.extend(skipped)
+        return
+    for entry in skipped:
+        kept = next((s for s in servers if s.name == entry.name), None)
+        fatal = entry.required or (named and isinstance(entry.error, InputUnavailable))
+        if (fatal or alone) and kept is None:
+            raise entry.error
+        instead = f"; using the one in {kept.config_file}" if kept else ""
+        warning(f"server '{entry.name}' skipped: {entry.error}{instead}")
+
+
+def pick_servers(
+    servers: list[ServerConfig], names: tuple[str, ...], unusable: list[str] | None = None
+) -> list[ServerConfig]:
     """`--servers a,b`: only the configured servers named (switched-off ones included: a
-    name picks it), in the files' order; a name no file gives is an error listing them."""
+    name picks it), in the files' order; a name no file gives is an error listing them
+    (one the run cannot use, `unusable`, is given: build_settings says why it is left out)."""
     known = {s.name: s for s in servers if s.config_file is not None}
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if n not in known and n not in (unusable or [])]
     if unknown:
-        listed = ", ".join(known) or "none"
+        listed = ", ".join([*known, *(n for n in unusable or [] if n not in known)]) or "none"
         raise ConfigError(f"--servers {unknown[0]}: no such server (configured: {listed})")
     picked = [s.model_copy(update={"enabled": True}) for s in known.values() if s.name in names]
     return picked + [s for s in servers if s.config_file is None]  # the command line's

@@ -15,6 +15,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,27 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _ANY_REF = re.compile(r"\$\{[^}]+\}")  # ours, or another client's (${input:id}, ${env:X})
 
 
+class VariableUnset(ConfigError):
+    """A `${VAR}` without a default whose variable is not set. In an mcpServers entry it
+    makes that one server unusable for this run, not the file (agent/config/build.py)."""
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """An entry this run cannot use (an unset `${VAR}`, an `${input:...}` nobody can be
+    asked), kept to be said once the run knows whether it wanted that server at all."""
+
+    name: str
+    error: ConfigError
+    config_file: str
+    required: bool  # `"required": true`: a run without it must not start
+
+
 def expand_vars(value: Any, environ: Mapping[str, str], where: str, strict: bool = True) -> Any:
     """Expand ${VAR} and ${VAR:-default} in every string of a JSON-like value.
 
-    Strict: an unset variable without a default is an error naming the key. Lenient (for
-    disabled servers) leaves it as written.
+    Strict: an unset variable without a default is a VariableUnset naming the key.
+    Lenient (for disabled servers) leaves it as written.
     """
     if isinstance(value, str):
 
@@ -57,7 +74,7 @@ def expand_vars(value: Any, environ: Mapping[str, str], where: str, strict: bool
                 return default
             if not strict:
                 return match.group(0)
-            raise ConfigError(
+            raise VariableUnset(
                 f"{where}: environment variable {name} is not set "
                 f"(set it, or write ${{{name}:-default}})"
             )
@@ -143,7 +160,7 @@ def load_mcp_config(
     path: Path,
     environ: Mapping[str, str],
     dialects: Dialects | None = None,
-    skipped: list[tuple[str, str]] | None = None,
+    skipped: list[Unusable] | None = None,
 ) -> list[ServerConfig]:
     """Read a servers file in any client's format. Every problem is one ConfigError naming
     file and key.
@@ -152,8 +169,8 @@ def load_mcp_config(
     inputs and ${workspaceFolder}, Cursor's envFile, Windsurf's serverUrl, Cline's
     autoApprove: agent/config/dialects.py) are read as those clients read them; `dialects`
     carries the workspace and who answers `${input:...}`. With `skipped` given, an entry
-    that cannot be used in this run (an `${input:...}` nobody can be asked) is left out and
-    recorded there as (name, why) instead of ending the run.
+    that cannot be used in this run (an `${input:...}` nobody can be asked, an unset
+    `${VAR}`) is left out and recorded there instead of ending the run.
     """
     dialects = dialects or Dialects(Path.cwd().resolve(), environ)
     try:
@@ -175,12 +192,13 @@ def load_mcp_config(
             entry, secrets = (
                 dialects.entry(raw, inputs, where) if isinstance(raw, dict) else (raw, ())
             )
-        except InputUnavailable as exc:
+            server = parse_server(name, entry, environ, where)
+        except (InputUnavailable, VariableUnset) as exc:
             if skipped is None:
                 raise
-            skipped.append((name, str(exc)))
+            required = isinstance(raw, dict) and raw.get("required") is True
+            skipped.append(Unusable(name, exc, str(path), required))
             continue
-        server = parse_server(name, entry, environ, where)
         servers.append(server.model_copy(update={"config_file": str(path), "secrets": secrets}))
     return servers
 
