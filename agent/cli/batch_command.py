@@ -16,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import anyio
 import typer
@@ -98,8 +99,7 @@ def run_batch(
 ) -> int:
     if not input.is_file():
         raise ConfigError(f"{input}: no such file (INPUT.jsonl: the prompts, a JSON line each)")
-    if out.exists() and not resume:
-        raise ConfigError(f"--out {out} exists: pass --resume to continue it, or remove it")
+    check_out(out, resume)
     environ = dict(os.environ)
     settings = resolve(opts, environ)
     settings = settle(
@@ -109,7 +109,7 @@ def run_batch(
         trusted=lambda: resolve({**opts, "trust_workspace": True}, environ),
     )
     done = finished_keys(out) if resume else set()
-    plan = Plan(input, out, parallel, max_errors, done)
+    plan = Plan(input, out, parallel, max_errors, done, resume)
     return run_session(settings, _batch, settings, plan)
 
 
@@ -162,12 +162,33 @@ def _row(raw: bytes, number: int) -> Row:
     return Row(number, row_id, prompt, extra)
 
 
+def check_out(out: Path, resume: bool) -> None:
+    """Refuse an OUT the batch would write through: a symbolic link (dangling or not: the
+    "must not exist" check would follow it) or anything but a file. OutFile opens it
+    without following links too, so a link put there later is refused as well."""
+    if out.is_symlink():
+        raise ConfigError(f"--out {out} is a symbolic link: give the file itself, or a new name")
+    if out.exists() and not resume:
+        raise ConfigError(f"--out {out} exists: pass --resume to continue it, or remove it")
+    if out.exists() and not out.is_file():
+        raise ConfigError(f"--out {out} is not a file: give a file's name")
+
+
+def _read_out(out: Path) -> BinaryIO:
+    """OUT opened to read, without following a symbolic link at the last step."""
+    try:
+        return open(out, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW | os.O_NONBLOCK))
+    except OSError as exc:  # a link put there since check_out: it says so
+        check_out(out, resume=True)
+        raise ConfigError(f"--out {out}: {exc.strerror}") from None
+
+
 def finished_keys(out: Path) -> set[str]:
     """The rows OUT already holds (`--resume`); a line cut short by a crash is not one."""
     keys: set[str] = set()
-    if not out.exists():
+    if not os.path.lexists(out):
         return keys
-    with out.open("rb") as lines:
+    with _read_out(out) as lines:
         for raw in lines:
             try:
                 data = json.loads(raw)
@@ -182,11 +203,12 @@ def finished_keys(out: Path) -> set[str]:
 
 class OutFile:
     """OUT, appended a line at a time, flushed at once; readable by the user alone (it
-    holds answers and tool output, like the transcripts); every string masked."""
+    holds answers and tool output, like the transcripts); every string masked. Opened
+    without following a symbolic link, created anew unless resumed, and 0600 even when a
+    resumed file had another mode."""
 
-    def __init__(self, path: Path, redact: Redactor) -> None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        self.file = os.fdopen(fd, "a+b")
+    def __init__(self, path: Path, redact: Redactor, resume: bool) -> None:
+        self.file = os.fdopen(_open_out(path, resume), "a+b")
         self.redact = redact
         self.file.seek(0, os.SEEK_END)
         if self.file.tell():  # a line cut short by a crash must not swallow the next one
@@ -203,6 +225,21 @@ class OutFile:
         self.file.close()
 
 
+def _open_out(path: Path, resume: bool) -> int:
+    """OUT's descriptor; a link, a file made meanwhile or a non-file is one line."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags if resume else flags | os.O_EXCL, 0o600)
+    except OSError as exc:  # a link or a file put there since check_out: it says which
+        check_out(path, resume)
+        raise ConfigError(f"--out {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(f"--out {path} is not a file: give a file's name")
+    os.fchmod(fd, 0o600)
+    return fd
+
+
 @dataclass
 class Plan:
     input: Path
@@ -210,6 +247,7 @@ class Plan:
     parallel: int
     max_errors: int | None
     done: set[str]
+    resume: bool = False
 
 
 @dataclass
@@ -238,18 +276,26 @@ async def _batch(settings: Settings, plan: Plan) -> int:
     redact = settings.redactor(os.environ)
     stderr = SafeConsole(stderr=True, redact=redact)
     prepared = prepare_session(settings, stderr, None, stderr)
-    out = OutFile(plan.out, redact)
+    out: OutFile | None = None
     tally = Tally()
     unavailable: str | None = None
+    cut_short = True  # until the rows ran: Ctrl-C, a signal
     try:
+        out = OutFile(plan.out, redact, plan.resume)
         async with open_script_session(prepared, stderr) as session:
             with _progress(stderr, settings, plan.input) as advance:
                 await _run_rows(session, plan, out, tally, stderr, advance)
             session.registry.hasten_shutdown()
+        cut_short = False
     except* Unavailable as refused:
-        unavailable = str(refused.exceptions[0])
+        unavailable, cut_short = str(refused.exceptions[0]), False
     finally:
-        out.close()
+        if out is not None:
+            out.close()
+            if cut_short:  # what OUT holds, and how to go on
+                rows = len(plan.done) + sum(tally.statuses.values())
+                said = f"batch stopped: {rows} rows in {plan.out}; rerun with --resume for the rest"
+                stderr.print(said, markup=False, highlight=False)
         _drop_unused(prepared.saved.transcript.path)
     if unavailable is not None:
         stderr.print(f"error: {unavailable}", markup=False, highlight=False)

@@ -146,6 +146,43 @@ def test_resume_skips_the_ids_already_in_out(tmp_path: Path) -> None:
     assert "1 skipped (already in out.jsonl)" in proc.stderr
 
 
+def test_out_is_never_written_through_a_symbolic_link(tmp_path: Path) -> None:
+    write_rows(tmp_path, {"id": 1, "prompt": "q1"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out.jsonl").symlink_to(elsewhere / "made.jsonl")  # dangling
+    args = ["batch", "in.jsonl", "--out", "out.jsonl"]
+    for flags in ([], ["--resume"]):
+        proc = run_cli([*args, *flags], tmp_path, base_url=None)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            "error: --out out.jsonl is a symbolic link: give the file itself, or a new name"
+        ]
+        assert not (elsewhere / "made.jsonl").exists()
+    # --resume through a link to a file of the user's would append to it.
+    victim = elsewhere / "victim"
+    victim.write_text("kept\n")
+    (tmp_path / "out.jsonl").unlink()
+    (tmp_path / "out.jsonl").symlink_to(victim)
+    proc = run_cli([*args, "--resume"], tmp_path, base_url=None)
+    assert proc.returncode == 2 and "is a symbolic link" in proc.stderr
+    assert victim.read_text() == "kept\n"
+
+
+def test_resume_makes_out_readable_by_the_user_alone(tmp_path: Path) -> None:
+    write_rows(tmp_path, {"id": 1, "prompt": "q1"}, {"id": 2, "prompt": "q2"})
+    out = tmp_path / "out.jsonl"
+    out.write_text(json.dumps({"id": 1, "answer": "before", "status": "answered"}) + "\n")
+    out.chmod(0o644)
+    with ScriptedLLM(replies) as llm:
+        proc = run_cli(["batch", "in.jsonl", "--out", "out.jsonl", "--resume"], tmp_path,
+                       base_url=llm.base_url)  # fmt: skip
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    assert results_ids(out.read_text().splitlines()) == [1, 2]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
 def results_ids(lines: list[str]) -> list[Any]:
     return sorted(json.loads(line)["id"] for line in lines)
 
