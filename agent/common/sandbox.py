@@ -85,11 +85,13 @@ _NETWORK = re.compile(
     r"|Address family not supported by protocol|EAFNOSUPPORT"  # a unix socket (seccomp.py)
 )
 # Creating a protected name that did not exist: its placeholder is an empty file there.
-_PLACEHOLDER = re.compile(r"File exists|Not a directory|\bEEXIST\b|\bENOTDIR\b")
+_PLACEHOLDER = re.compile(
+    r"File exists|Not a directory|Permission denied|\bE(?:EXIST|NOTDIR|ACCES)\b"
+)
 # A quoted path, the word before ": Read-only" (bash's `bash: x: Read-only file system`),
 # or a bare path starting with / or ~/.
 _PATH = re.compile(
-    r"""['"‘`]([^'"’`\n]+)['"’`]|([^\s:'"‘’`]+): Read-only|(?<![\w.~/])(~?/[^\s:'"’`,)]*)"""
+    r"""['"‘`]([^'"’`\n]+)['"’`]|([^\s:'"‘’`]+): (?:Read-only|Permission denied|Not a directory|File exists)|(?<![\w.~/])(~?/[^\s:'"’`,)]*)"""
 )
 
 

@@ -86,7 +86,7 @@ def listeners(base: Path) -> Iterator[tuple[Listener, Listener]]:
 
 CONNECT = (
     "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); "
-    "s.connect(sys.argv[1]); print(s.recv(100).decode())' {} 2>&1 | tail -1"
+    "s.connect(sys.argv[1]); print(s.recv(100).decode())' {} 2>&1"
 )
 
 
@@ -176,9 +176,10 @@ def test_protected_files_cannot_be_created_and_nothing_is_left_behind(base: Path
     workspace = base / "ws"
     (workspace / "src").mkdir()
     plant = (
+        "echo ok > src/fine.txt; "
         "echo '{\"mcpServers\": {\"x\": {\"command\": \"evil\"}}}' > .mcp.json; "
         "mkdir -p .mcp-agent/skills/x; mkdir config; echo '{}' > config/mcp.json; "
-        "mkdir -p .claude/commands; mkdir -p .vscode; echo ok > src/fine.txt"
+        "mkdir -p .claude/commands; mkdir -p .vscode"
     )
     with ScriptedLLM(tool_calls(bash(plant)), text("done")) as llm:
         proc = run_cli(["-p", "plant", "--yes"], workspace, base_url=llm.base_url)
@@ -188,7 +189,7 @@ def test_protected_files_cannot_be_created_and_nothing_is_left_behind(base: Path
     assert left == ["src", "state"], left  # no planted file, and no placeholder left behind
     told = tool_messages(llm.requests[1])[0]
     assert "the sandbox denied writing" in told, told
-    assert f"{workspace}/.mcp.json" in told
+    assert f"{workspace.resolve()}/.mcp.json" in told, told
 
 
 def test_a_protected_file_that_exists_stays_as_it_was(base: Path) -> None:
