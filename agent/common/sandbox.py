@@ -91,7 +91,9 @@ _PLACEHOLDER = re.compile(
 # A quoted path, the word before ": Read-only" (bash's `bash: x: Read-only file system`),
 # or a bare path starting with / or ~/.
 _PATH = re.compile(
-    r"""['"‘`]([^'"’`\n]+)['"’`]|([^\s:'"‘’`]+): (?:Read-only|Permission denied|Not a directory|File exists)|(?<![\w.~/])(~?/[^\s:'"’`,)]*)"""
+    r"""['"‘`]([^'"’`\n]+)['"’`]"""
+    r"""|([^\s:'"‘’`]+): (?:Read-only|Permission denied|Not a directory|File exists)"""
+    r"""|(?<![\w.~/])(~?/[^\s:'"’`,)]*)"""
 )
 
 

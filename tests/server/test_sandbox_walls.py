@@ -124,7 +124,7 @@ def test_with_the_network_on_unix_sockets_are_reachable_as_documented(
     workspace = base / "ws"
     bus, _ = listeners
     config = base / "config.toml"
-    config.write_text('[sandbox]\nnetwork = true\n')
+    config.write_text("[sandbox]\nnetwork = true\n")
     with ScriptedLLM(tool_calls(bash(CONNECT.format(bus.path))), text("done")) as llm:
         argv = ["--config", str(config), "-p", "talk", "--yes"]
         proc = run_cli(argv, workspace, base_url=llm.base_url)
@@ -177,7 +177,7 @@ def test_protected_files_cannot_be_created_and_nothing_is_left_behind(base: Path
     (workspace / "src").mkdir()
     plant = (
         "echo ok > src/fine.txt; "
-        "echo '{\"mcpServers\": {\"x\": {\"command\": \"evil\"}}}' > .mcp.json; "
+        'echo \'{"mcpServers": {"x": {"command": "evil"}}}\' > .mcp.json; '
         "mkdir -p .mcp-agent/skills/x; mkdir config; echo '{}' > config/mcp.json; "
         "mkdir -p .claude/commands; mkdir -p .vscode"
     )
