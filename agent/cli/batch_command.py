@@ -26,6 +26,7 @@ import anyio
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from agent.cli.stream_input import TooDeep, load_json_line
 from agent.cli.subcommands import run_session, session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import ConfigError
@@ -144,8 +145,10 @@ def read_rows(path: Path) -> Iterator[Row]:
 
 def _row(raw: bytes, number: int) -> Row:
     try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = load_json_line(raw)
+    except TooDeep as exc:
+        return Row(number, None, error=f"line {number}: {exc}")
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         return Row(number, None, error=f"line {number} is not JSON: {exc}")
     if not isinstance(data, dict):
         return Row(number, None, error=f"line {number}: expected an object with id and prompt")
@@ -191,8 +194,8 @@ def finished_keys(out: Path) -> set[str]:
     with _read_out(out) as lines:
         for raw in lines:
             try:
-                data = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                data = load_json_line(raw)
+            except ValueError:  # not JSON, or nested too deep: not a row of ours
                 continue
             if isinstance(data, dict) and data.get("id") is not None:
                 keys.add(json.dumps(data["id"]))

@@ -5,8 +5,8 @@ Each line is Claude Code's user message, `{"type": "user", "message": {"role": "
 `{"type": "control_request", "request_id": ID, "request": {"subtype": "interrupt"}}`.
 The lines come from another program and are untrusted: each is read with a size limit in
 a thread of its own (a line that never ends cannot hold the event loop or memory), and a
-blank, oversized, non-UTF-8, malformed or unknown one is an `InputError` the front end
-reports as an `error` line; the session goes on.
+blank, oversized, non-UTF-8, malformed, too deeply nested or unknown one is an
+`InputError` the front end reports as an `error` line; the session goes on.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from anyio import from_thread, lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one message; a longer line is skipped with an error
+MAX_DEPTH = 64  # lists and objects in one line; a message is ~4 deep
 QUEUED_LINES = 64  # read ahead of the turns; past it the reader waits (the pipe fills)
 
 
@@ -55,7 +56,9 @@ def parse_line(raw: bytes, number: int) -> InputLine:
     if not text.strip():
         return InputError(f"line {number} is blank: send one JSON object per line", number)
     try:
-        data = json.loads(text)
+        data = load_json_line(text)
+    except TooDeep as exc:
+        return InputError(f"line {number}: {exc}", number)
     except json.JSONDecodeError as exc:
         return InputError(f"line {number} is not JSON: {exc.msg} at column {exc.colno}", number)
     if not isinstance(data, dict):
@@ -76,6 +79,38 @@ def parse_line(raw: bytes, number: int) -> InputLine:
     return InputError(
         f"line {number}: unknown type {kind!r}: expected 'user' or 'control_request'", number
     )
+
+
+class TooDeep(ValueError):
+    """A line whose lists and objects nest deeper than MAX_DEPTH."""
+
+
+def load_json_line(line: str | bytes) -> Any:
+    """`json.loads` for a line another program wrote. Nesting a thousand deep makes the
+    parser raise RecursionError, which no `except ValueError` catches (it ended the reader
+    thread, or the batch, with a traceback); nesting just short of that parses, and then
+    the redactor or the echo recurses through it. Both are TooDeep, a ValueError like
+    json's own errors, so the caller reports that line and goes on."""
+    try:
+        data = json.loads(line)
+    except RecursionError:
+        raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    if _deeper_than(data, MAX_DEPTH):
+        raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest more than `limit` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _user_turn(message: Any, number: int) -> InputLine:

@@ -116,6 +116,27 @@ def test_a_failing_row_is_recorded_and_the_rest_go_on(tmp_path: Path) -> None:
     assert not (tmp_path / "x.txt").exists()
 
 
+def test_a_deeply_nested_row_is_that_row_s_error_and_the_rest_go_on(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path,
+        {"id": "a", "prompt": "first"},
+        "[" * 100_000 + "]" * 100_000,  # the parser itself gives up (RecursionError)
+        '{"id": "b", "prompt": "deep", "echoed": %s}' % ("[" * 600 + "]" * 600),
+        {"id": "c", "prompt": "last"},
+    )
+    with ScriptedLLM(replies, replies) as llm:
+        proc = run_cli(["batch", "in.jsonl", "--out", "out.jsonl"], tmp_path,
+                       base_url=llm.base_url)  # fmt: skip
+        llm.assert_complete()
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    got = results(tmp_path)
+    assert got["a"]["answer"] == "answer to first" and got["c"]["answer"] == "answer to last"
+    assert got["line 2"]["error"] == "line 2: JSON nested deeper than 64 levels"
+    assert got["line 3"]["error"] == "line 3: JSON nested deeper than 64 levels"
+    assert "batch: 4 rows: 2 answered, 2 error" in proc.stderr
+
+
 def test_max_errors_stops_starting_rows(tmp_path: Path) -> None:
     rows = [{"id": i, "prompt": "fail" if i < 2 else "fine"} for i in range(5)]
     write_rows(tmp_path, *rows)

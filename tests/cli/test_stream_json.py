@@ -169,6 +169,26 @@ def test_turns_from_stdin_share_one_session_and_bad_lines_are_error_lines(tmp_pa
     assert "only text blocks" in errors[6]
 
 
+def test_a_deeply_nested_line_is_that_line_s_error_and_the_turns_go_on(tmp_path: Path) -> None:
+    nested = '{"type": "user", "message": {"role": "user", "content": "x", "a": %s}}'
+    stdin = "\n".join([
+        user("first question"),
+        "[" * 100_000 + "]" * 100_000,  # the parser itself gives up (RecursionError)
+        nested % ("[" * 500 + "]" * 500),  # parsed, but nothing after may recurse through it
+        user("second question"),
+    ]) + "\n"  # fmt: skip
+    with ScriptedLLM(text("one"), text("two")) as llm:
+        proc = run_cli(["--input-format", "stream-json", "--output", "stream-json"], tmp_path,
+                       base_url=llm.base_url, stdin=stdin)  # fmt: skip
+        llm.assert_complete()
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    got = lines(proc.stdout)
+    assert [r["answer"] for r in got if r["type"] == "result"] == ["one", "two"]
+    errors = {line["line"]: line["error"] for line in got if line["type"] == "error"}
+    assert errors == {n: f"line {n}: JSON nested deeper than 64 levels" for n in (2, 3)}
+
+
 def read_until(proc: subprocess.Popen[str], kind: str) -> list[dict[str, Any]]:
     assert proc.stdout is not None
     seen = []
