@@ -25,16 +25,26 @@ from agent.model.llm import OpenAIModel
 from agent.model.model_types import Reply, RetryNotice
 from agent.tools.registry import ToolRegistry
 from tests.support.cli import run_cli
-from tests.support.local_model import N_CTX, PLAIN, TOOLS, llama_server
+from tests.support.local_model import N_CTX, PLAIN, TOOLS, LocalServer, llama_server
 from tests.support.servers import stdio, time_server_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with llama_server(tmp_path_factory.mktemp("llama")) as url:
-        yield url
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    with llama_server(tmp_path_factory.mktemp("llama")) as running:
+        yield running
+
+
+@pytest.fixture
+def server(local: LocalServer) -> Iterator[str]:
+    """The server's URL; a test during which it died fails saying how (a signal, its log)."""
+    if (death := local.death()) is not None:
+        pytest.fail(death)
+    yield local.url
+    if (death := local.death()) is not None:
+        pytest.fail(death)
 
 
 def config(tmp_path: Path, **llm: Any) -> list[str]:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support.servers import REPO_ROOT, free_port, run_http_server
+from tests.support.servers import REPO_ROOT, exit_words, free_port, run_http_process
 
 LLAMA_VENV = REPO_ROOT / ".cache" / "llama-venv"
 INSTALL = "bash scripts/install_llama.sh"
@@ -44,9 +46,27 @@ def require_model() -> Path:
     pytest.skip(message)
 
 
+@dataclass(frozen=True)
+class LocalServer:
+    """The running model server: its /v1 base URL, and whether it is still alive."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def death(self) -> str | None:
+        """Why the server is gone (None: it runs), with its log's tail: a test that lost
+        its server says so, not only "connection refused"."""
+        code = self.process.poll()
+        if code is None:
+            return None
+        tail = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+        return f"the local model server died ({exit_words(code)}); log {self.log}:\n{tail}"
+
+
 @contextlib.contextmanager
-def llama_server(tmp_path: Path) -> Iterator[str]:
-    """Run the server on a free port; yield its /v1 base URL."""
+def llama_server(tmp_path: Path) -> Iterator[LocalServer]:
+    """Run the server on a free port; yield it (its /v1 base URL is `.url`)."""
     gguf = str(require_model())
     common = {"model": gguf, "n_ctx": N_CTX, "n_threads": 1, "n_threads_batch": 1, "verbose": False}
     config = {
@@ -63,5 +83,5 @@ def llama_server(tmp_path: Path) -> Iterator[str]:
     path.write_text(json.dumps({**config, "port": port}))
     cmd = [python, "-m", "llama_cpp.server", "--config_file", str(path)]
     log = tmp_path / "llama-server.log"
-    with run_http_server(cmd, port, None, "/v1", log, timeout=START_TIMEOUT) as url:
-        yield url
+    with run_http_process(cmd, port, None, "/v1", log, timeout=START_TIMEOUT) as (url, proc):
+        yield LocalServer(url, proc, log)

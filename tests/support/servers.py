@@ -154,6 +154,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=STOP_GRACE)
 
 
+def exit_words(code: int) -> str:
+    """A process's exit status as a person reads it: the signal's name for a negative code
+    (SIGILL: code compiled for instructions this CPU does not run)."""
+    if code >= 0:
+        return f"exit code {code}"
+    name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+    hint = " (illegal instruction: built for another CPU?)" if name == "SIGILL" else ""
+    return f"killed by {name}{hint}"
+
+
 @contextlib.contextmanager
 def run_http_server(
     cmd: list[str],
@@ -165,7 +175,28 @@ def run_http_server(
     cwd: Path | None = None,
     timeout: float = READY_TIMEOUT,
 ) -> Iterator[str]:
-    """Run `cmd` until the context exits; yield `http://127.0.0.1:{port}{ready_path}`.
+    """Run `cmd` until the context exits; yield `http://127.0.0.1:{port}{ready_path}`."""
+    with run_http_process(cmd, port, env, ready_path, log_path, cwd=cwd, timeout=timeout) as (
+        url,
+        _,
+    ):
+        yield url
+
+
+@contextlib.contextmanager
+def run_http_process(
+    cmd: list[str],
+    port: int,
+    env: dict[str, str] | None,
+    ready_path: str,
+    log_path: Path,
+    *,
+    cwd: Path | None = None,
+    timeout: float = READY_TIMEOUT,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run `cmd` until the context exits; yield its URL
+    (`http://127.0.0.1:{port}{ready_path}`) and the process, for a caller that checks it
+    lived through what it was used for.
 
     Readiness is "the TCP port accepts connections": an HTTP probe would hang on /sse. `env`
     extends os.environ (a server that loses PATH fails in confusing ways). stdout+stderr go to
@@ -188,7 +219,8 @@ def run_http_server(
             while not (_port_open(port) and proc.poll() is None):
                 if proc.poll() is not None:
                     raise ServerExitedError(
-                        f"{cmd[0]} exited with {proc.returncode} before opening port {port}; "
+                        f"{cmd[0]} ended ({exit_words(proc.returncode)}) before opening port "
+                        f"{port}; "
                         f"log {log_path}:\n{_log_tail(log_path)}"
                     )
                 if time.monotonic() > deadline:
@@ -197,7 +229,7 @@ def run_http_server(
                         f"log {log_path}:\n{_log_tail(log_path)}"
                     )
                 time.sleep(0.05)
-            yield f"http://{HOST}:{port}{ready_path}"
+            yield f"http://{HOST}:{port}{ready_path}", proc
         finally:
             _stop(proc)
 
