@@ -7,7 +7,6 @@ documented exit codes. Set MCP_AGENT_DEBUG=1 to re-raise instead (for tests and 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import getpass
 import json
 import os
@@ -19,6 +18,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from agent.cli.trust_command import settle, trust_app
+from agent.cli.usage_errors import is_usage_error, usage_message
 from agent.common.errors import AgentError, ConfigError
 from agent.common.malloc import return_big_buffers
 from agent.common.private import make_non_dumpable
@@ -31,8 +31,11 @@ from agent.tools.prestart import Prestarts, prestart
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: output.EXIT_CODES.
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
-CLOSE_FLAG = 0.75  # how alike a mistyped flag and a real one must be to suggest it
 CLI_SERVER_NAME = "main"
+USAGE = (
+    "run_mcp.py: no terminal and no request: pass one with -p TEXT (or pipe it in), or run "
+    "it at a terminal for the REPL; run_mcp.py --help lists the options"
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -437,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     return_big_buffers()  # a 20 MB image freed is memory given back (agent.common.malloc)
     debug = os.environ.get("MCP_AGENT_DEBUG") == "1"
     args = _resume_default(list(argv if argv is not None else sys.argv[1:]))
+    if not args and _nothing_on_stdin():  # the README's install line, run from a script
+        _say(USAGE, err=False)
+        return EXIT_OK
     try:
         # standalone_mode=False: click returns the code of a raised Exit instead of exiting.
         if args[:1] == ["trust"]:  # `run_mcp.py trust [PATH]`: agent/cli/trust_command.py
@@ -486,13 +492,14 @@ def main(argv: list[str] | None = None) -> int:
         _json_error(args, exc.word, status="cancelled")
         return exc.exit_code
     except (typer.BadParameter, typer.Abort) as exc:
-        _say(f"error: {_usage_message(exc)}")
-        _json_error(args, _usage_message(exc))
+        _say(f"error: {usage_message(exc)}")
+        _json_error(args, usage_message(exc))
         return EXIT_USAGE
     except Exception as exc:
-        if _is_usage_error(exc):
-            _say(f"error: {_usage_message(exc)}")
-            _json_error(args, _usage_message(exc))
+        if is_usage_error(exc):
+            said = usage_message(exc, request_words=args[:1] not in SUBCOMMANDS)
+            _say(f"error: {said}")
+            _json_error(args, said)
             return EXIT_USAGE
         raise
     return code if isinstance(code, int) else EXIT_OK
@@ -506,13 +513,27 @@ def _json_error(args: list[str], message: str, status: str = "error") -> None:
         for i, a in enumerate(args[: args.index("--") if "--" in args else len(args)])
         if a == "--output" or a.startswith("--output=")
     }
-    if args[:1] in (["mcp"], ["trust"], ["batch"], ["serve"], ["acp"]):
+    if args[:1] in SUBCOMMANDS:
         return
     if "json" in formats:
         _say(_unbegun_run(status, message), err=False)  # JSON: ASCII, escaped already
     elif "stream-json" in formats:  # the one line of a stream that never began
         line = {"type": "result", "session_id": None, **json.loads(_unbegun_run(status, message))}
         _say(json.dumps(line), err=False)
+
+
+SUBCOMMANDS = (["mcp"], ["trust"], ["batch"], ["serve"], ["acp"])
+
+
+def _nothing_on_stdin() -> bool:
+    """No terminal and nothing to read (stdin closed, /dev/null, an empty pipe): a bare
+    `run_mcp.py` then has nothing to do. Peeked, not read: a request piped in stays."""
+    if sys.stdin is None:
+        return True
+    try:
+        return not sys.stdin.isatty() and not sys.stdin.buffer.peek(1)
+    except (OSError, ValueError, AttributeError):  # closed, or not a buffered file
+        return False
 
 
 def _say(text: str, *, err: bool = True, end: str = "\n") -> None:
@@ -549,34 +570,3 @@ def _resume_default(args: list[str]) -> list[str]:
         if arg == "--resume" and (i + 1 == len(args) or args[i + 1].startswith("-")):
             return [*args[: i + 1], "latest", *args[i + 1 :]]
     return args
-
-
-def _usage_message(exc: BaseException) -> str:
-    """The message with the flag it is about ("Invalid value for '--max-steps': ...").
-
-    An unknown flag gets only a suggestion that is really close (`--max-step`), not the
-    parser's loose ones (`--bogus` -> `--verbose`), and otherwise a pointer to --help."""
-    name, near = getattr(exc, "option_name", None), getattr(exc, "possibilities", None)
-    if type(exc).__name__ == "BadOptionUsage" and isinstance(name, str):
-        return f"{name} needs a value (e.g. {name} TEXT); see --help"
-    if isinstance(name, str) and name.startswith("-"):
-        close = [p for p in near or () if _similarity(name, p) >= CLOSE_FLAG]
-        hint = f"did you mean {' or '.join(sorted(close))}?" if close else "see --help"
-        return f"No such option: {name} ({hint})"
-    format_message = getattr(exc, "format_message", None)
-    return str(format_message()) if callable(format_message) else str(exc)
-
-
-def _similarity(typed: str, flag: str) -> float:
-    return difflib.SequenceMatcher(None, typed.lstrip("-"), flag.lstrip("-")).ratio()
-
-
-def _is_usage_error(exc: Exception) -> bool:
-    """typer (without click) raises its own UsageError family for bad flags."""
-    return type(exc).__name__ in {
-        "UsageError",
-        "NoSuchOption",
-        "BadOptionUsage",
-        "MissingParameter",
-        "BadArgumentUsage",
-    }

@@ -32,6 +32,8 @@ from agent.config.servers import Unusable, parse_server
 from agent.ui.safe import terminal
 
 PROJECT_FILE = ".mcp.json"
+# What a README's block may carry beside the entry, which Claude Desktop ignores: left out.
+IGNORED_WORDS = ("name", "title", "id", "version", "icon", "homepage", "repository", "author")
 mcp_app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
@@ -229,6 +231,9 @@ def add_json(
     environ = dict(os.environ)
     path = scope_file(scope or "user", environ)
     entry = pasted_entry(name, text)
+    if ignored := [key for key in IGNORED_WORDS if key in entry]:
+        note(f"mcp add-json {name}: left out {', '.join(ignored)} (not part of a server's entry)")
+        entry = {k: v for k, v in entry.items() if k not in ignored}
     parse_server(name, {**entry, "enabled": False}, environ, f"mcp add-json {name}")
     add_entry(path, name, entry, f"run_mcp.py mcp remove {name} first")
     terminal(f"added server '{name}' to {path}")

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import sys
+import time
 
 import anyio
 
@@ -26,7 +27,7 @@ from agent.cli.stream_input import (
 )
 from agent.common.signals import ended_by_signals
 from agent.config.settings import Settings
-from agent.loop.events import RunFinished, Usage
+from agent.loop.events import RunFinished, ToolCallFinished, ToolCallStarted, Usage
 from agent.loop.react import Agent
 from agent.session.startup import (
     Session,
@@ -108,14 +109,26 @@ async def _stream(
 
 
 async def _turn(session: Session, request: str, out: StreamJsonOutput) -> None:
-    """One turn on the session's agent: its events out as they come, then its result."""
+    """One turn on the session's agent: its events out as they come, then its result. A
+    call cut short (an interrupt, Ctrl-C) still gets its `tool_result` line: a program
+    pairs each `tool_use` with one."""
     agent = session.agent
     out.start_turn(server_states(session.registry))
+    running: dict[str, tuple[ToolCallStarted, float]] = {}
     try:
         async with contextlib.aclosing(agent.run(request)) as events:
             async for event in events:
                 out.add(event)
+                if isinstance(event, ToolCallStarted):
+                    running[event.call_id] = (event, time.monotonic())
+                elif isinstance(event, ToolCallFinished):
+                    running.pop(event.call_id, None)
     finally:
+        for call, began in running.values():
+            ms = (time.monotonic() - began) * 1000
+            said = "interrupted before it finished"
+            args = (call.call_id, call.name, call.server, call.tool, call.arguments)
+            out.add(ToolCallFinished(*args, said, True, ms))
         out.record.servers = server_states(session.registry)
         out.report(agent.run_usage, agent.session_usage)
 

@@ -12,8 +12,9 @@ offer for what the model sees.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -64,6 +65,26 @@ class ToolRules:
 
     def disallows(self, spec: ToolSpec, public: str = "") -> bool:
         return _matches(self.disallowed, spec, public)
+
+    def unmatched(
+        self, tools: Mapping[str, ToolSpec], own: Iterable[str], down: set[str]
+    ) -> list[str]:
+        """What to say of each allowed pattern that matches none of `tools` (by public
+        name) nor the agent's `own`: a typo, or another CLI's name for a tool, approves
+        nothing, and the user would only find out when asked. A pattern naming a server
+        that is `down` is left out: its failure was said already."""
+        said = []
+        for pattern in self.allowed:
+            if pattern.removeprefix("mcp__").split("__")[0] in down:
+                continue
+            if any(_matches((pattern,), spec, public) for public, spec in tools.items()):
+                continue
+            if any(fnmatch.fnmatchcase(name, pattern) for name in own):
+                continue
+            close = difflib.get_close_matches(pattern, list(tools), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            said.append(f"--allowed-tools {pattern} matches no tool{hint}")
+        return said
 
 
 def split_patterns(values: Iterable[str]) -> tuple[str, ...]:

@@ -164,7 +164,10 @@ async def connected(
             log = registry.servers[failure.server].status.log_path
             hint = f" (log: {log})" if log and failure.step == "connect" else ""
             stderr.print(f"warning: {failure}{hint}", markup=False, highlight=False, style="yellow")
-        for warning in registry.warnings:
+        down = {name for name, s in registry.servers.items() if s.status.state != "ready"}
+        rules = ToolRules.of(settings.agent.allowed_tools)
+        unmatched = rules.unmatched(registry.tools, AGENT_TOOL_NAMES, down)
+        for warning in [*registry.warnings, *unmatched]:
             stderr.print(f"warning: {warning}", markup=False, highlight=False, style="yellow")
         yield registry
 

@@ -82,8 +82,34 @@ def says_all(exc: BaseException | None) -> bool:
 
 
 def first_error_line(lines: Sequence[str]) -> str | None:
-    """The first line in which a server says `Error: ...` (or `error:`, `fatal:`), if any."""
-    return next((line.strip() for line in lines if _ERROR_LINE.search(line)), None)
+    """The first line in which a server says `Error: ...` (or `error:`, `fatal:`), if any;
+    for uv (`uvx ...`), its resolver's reason."""
+    found = uv_reason(lines)
+    return found or next((line.strip() for line in lines if _ERROR_LINE.search(line)), None)
+
+
+_UV_NO_SOLUTION = "No solution found when resolving"
+UV_REASON_CHARS = 500
+
+
+def uv_reason(lines: Sequence[str]) -> str | None:
+    """uv's `× No solution found when resolving tool dependencies:` says only that it
+    failed; why (`╰─▶ Because X was not found in the package registry ...`) is the
+    paragraph after it, wrapped over lines that a tail of the last few cuts off. As one
+    line; one already joined is returned as it is."""
+    for index, line in enumerate(lines):
+        if _UV_NO_SOLUTION not in line:
+            continue
+        said = [line.strip().lstrip("×x ").strip()]
+        if "Because" not in said[0]:
+            for more in lines[index + 1 :]:
+                text = more.strip().lstrip("╰─▶`-> ").strip()
+                if not text or text.startswith("hint:") or _UV_NO_SOLUTION in text:
+                    break
+                said.append(text)
+        joined = " ".join(said)
+        return joined if len(joined) <= UV_REASON_CHARS else joined[:UV_REASON_CHARS] + " [...]"
+    return None
 
 
 def stderr_headline(lines: Sequence[str]) -> str:
