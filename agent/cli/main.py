@@ -530,9 +530,10 @@ def _nothing_on_stdin() -> bool:
     `run_mcp.py` then has nothing to do. Peeked, not read: a request piped in stays."""
     if sys.stdin is None:
         return True
+    peek = getattr(sys.stdin.buffer, "peek", None)  # a BufferedReader's: not a reader's
     try:
-        return not sys.stdin.isatty() and not sys.stdin.buffer.peek(1)
-    except (OSError, ValueError, AttributeError):  # closed, or not a buffered file
+        return not sys.stdin.isatty() and callable(peek) and not peek(1)
+    except (OSError, ValueError):  # closed
         return False
 
 
