@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.common.errors import ConfigError
 
+MAX_DEPTH = 64  # nested mappings and lists; Goose's file is ~5 deep
 _INT = re.compile(r"^[-+]?\d+$")
 _FLOAT = re.compile(r"^[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$")
 
@@ -31,7 +32,7 @@ def loads(text: str, where: str) -> Any:
         lines.append((number, len(content) - len(content.lstrip()), content.strip()))
     if not lines:
         return {}
-    value, end = _block(lines, 0, lines[0][1], where)
+    value, end = _block(lines, 0, lines[0][1], where, 1)
     if end < len(lines):
         raise ConfigError(f"{where}: line {lines[end][0]}: unexpected indentation")
     return value
@@ -50,10 +51,19 @@ def _strip_comment(line: str) -> str:
     return line
 
 
-def _block(lines: list[tuple[int, int, str]], start: int, indent: int, where: str) -> Any:
+def _deeper(depth: int, number: int, where: str) -> None:
+    """Each level is a call: past MAX_DEPTH, one line rather than a RecursionError."""
+    if depth > MAX_DEPTH:
+        raise ConfigError(f"{where}: line {number}: nested deeper than {MAX_DEPTH} levels")
+
+
+def _block(
+    lines: list[tuple[int, int, str]], start: int, indent: int, where: str, depth: int
+) -> Any:
     """The mapping or list whose lines begin at `start` with `indent`; (value, next index)."""
+    _deeper(depth, lines[start][0], where)
     if lines[start][2].startswith("- ") or lines[start][2] == "-":
-        return _list(lines, start, indent, where)
+        return _list(lines, start, indent, where, depth)
     result: dict[str, Any] = {}
     index = start
     while index < len(lines) and lines[index][1] == indent:
@@ -63,19 +73,21 @@ def _block(lines: list[tuple[int, int, str]], start: int, indent: int, where: st
         key, value = _key_value(content, number, where)
         index += 1
         if value:
-            result[key] = _scalar(value, number, where)
+            result[key] = _scalar(value, number, where, depth)
             continue
         child_list = index < len(lines) and lines[index][2].startswith("-")
         if index < len(lines) and (
             lines[index][1] > indent or (child_list and lines[index][1] == indent)
         ):
-            result[key], index = _block(lines, index, lines[index][1], where)
+            result[key], index = _block(lines, index, lines[index][1], where, depth + 1)
         else:
             result[key] = None
     return result, index
 
 
-def _list(lines: list[tuple[int, int, str]], start: int, indent: int, where: str) -> Any:
+def _list(
+    lines: list[tuple[int, int, str]], start: int, indent: int, where: str, depth: int
+) -> Any:
     items: list[Any] = []
     index = start
     while index < len(lines) and lines[index][1] == indent and lines[index][2].startswith("-"):
@@ -84,18 +96,17 @@ def _list(lines: list[tuple[int, int, str]], start: int, indent: int, where: str
         index += 1
         if not rest:
             if index < len(lines) and lines[index][1] > indent:
-                item, index = _block(lines, index, lines[index][1], where)
+                item, index = _block(lines, index, lines[index][1], where, depth + 1)
                 items.append(item)
             else:
                 items.append(None)
         elif _is_pair(rest):  # `- key: value` opens a mapping at the column of `key`
             column = indent + (len(content) - len(rest))
-            nested = [(number, column, rest), *lines[index:]]
-            item, used = _block(nested, 0, column, where)
+            lines[index - 1] = (number, column, rest)  # read again as that mapping's first
+            item, index = _block(lines, index - 1, column, where, depth + 1)
             items.append(item)
-            index += used - 1
         else:
-            items.append(_scalar(rest, number, where))
+            items.append(_scalar(rest, number, where, depth))
     return items, index
 
 
@@ -119,13 +130,13 @@ def _key_value(content: str, number: int, where: str) -> tuple[str, str]:
     return key.strip(), rest.strip()
 
 
-def _scalar(text: str, number: int, where: str) -> Any:
+def _scalar(text: str, number: int, where: str, depth: int) -> Any:
     if text[:1] in "&*!|>":
         raise ConfigError(
             f"{where}: line {number}: YAML {text[0]!r} (anchors, tags, block text) is not read"
         )
     if text.startswith("[") or text.startswith("{"):
-        return _flow(text, number, where)
+        return _flow(text, number, where, depth + 1)
     if text.startswith('"'):
         try:
             return json.loads(text)
@@ -147,17 +158,18 @@ def _scalar(text: str, number: int, where: str) -> Any:
     return text
 
 
-def _flow(text: str, number: int, where: str) -> Any:
+def _flow(text: str, number: int, where: str, depth: int) -> Any:
     """`[a, "b"]` and `{k: v}` on one line: items split at top-level commas."""
+    _deeper(depth, number, where)
     close = "]" if text[0] == "[" else "}"
     if not text.endswith(close):
         raise ConfigError(f"{where}: line {number}: a flow {text[0]} that spans lines is not read")
     body = text[1:-1].strip()
     parts = _split_top(body) if body else []
     if close == "]":
-        return [_scalar(p.strip(), number, where) for p in parts if p.strip()]
+        return [_scalar(p.strip(), number, where, depth) for p in parts if p.strip()]
     pairs = [_key_value(p.strip(), number, where) for p in parts if p.strip()]
-    return {k: _scalar(v, number, where) for k, v in pairs}
+    return {k: _scalar(v, number, where, depth) for k, v in pairs}
 
 
 def _split_top(body: str) -> list[str]:

@@ -309,3 +309,25 @@ def test_a_note_quoting_a_files_words_shows_control_characters_escaped(tmp_path:
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
     assert "Zed's context_servers.x\\x1b]0;pwned\\x07 is a Zed extension's server" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("shape", "nested", "line"),
+    [
+        ("mappings", "".join("  " * (i + 1) + f"k{i}:\n" for i in range(2000)), 65),
+        ("flow lists", "  envy:\n    args: " + "[" * 3000 + "]" * 3000 + "\n", 3),
+        ("list items", "".join("  " * (i + 1) + "- k:\n" for i in range(2000)), 33),
+    ],
+)
+def test_a_goose_file_nested_too_deep_is_one_line(
+    tmp_path: Path, shape: str, nested: str, line: int
+) -> None:
+    """Goose's reader goes a call deeper per level: past 64 levels it says so in the
+    line every other file error uses, not a 1,200-line RecursionError traceback."""
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    path = place(repo, "goose.yaml", "extensions:\n" + nested)
+    with ScriptedLLM() as llm:
+        proc = run(["--mcp-config", str(path), "-p", "hi"], repo, home, llm)
+    assert proc.returncode == 2, shape
+    assert proc.stderr.splitlines() == [f"error: {path}: line {line}: nested deeper than 64 levels"]
