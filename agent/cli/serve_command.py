@@ -5,7 +5,10 @@ servers and model and returns its answer, with `structuredContent` {answer, stat
 session_id, tool_calls, usage} (`--output json`'s fields, masked by the session's
 redactor). The 2026-07-28 protocol has no sessions of its own, so a conversation is named
 by `session_id`: a call that passes one continues it; conversations live in memory for the
-server's life, at most MAX_CONVERSATIONS (the least recently used one is closed).
+server's life, at most MAX_CONVERSATIONS (the least recently used one is closed). A
+`session_id` is its transcript's ID (what `--resume` takes) and a secret of 192 random
+bits, and a conversation belongs to the caller that started it where the transport tells
+callers apart (an HTTP session): another caller presenting it is told it is unknown.
 
 One session is opened as for every front end (agent.session.startup); each conversation
 is a `Session.conversation` run by the one loop. A call that needs approval is asked of
@@ -52,7 +55,7 @@ from mcp.types import (
 from pydantic import BaseModel, Field, ValidationError
 
 from agent import __version__
-from agent.cli.serve_tasks import ServeTasks, Task
+from agent.cli.serve_tasks import ServeTasks, Task, caller_of
 from agent.cli.subcommands import run_session, session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import AgentError, ConfigError
@@ -147,6 +150,7 @@ class Conversation:
     agent: Agent
     session_id: str
     close: contextlib.AsyncExitStack
+    caller: str | None  # who started it (serve_tasks.caller_of); only they continue it
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
@@ -171,10 +175,17 @@ def approval_question(request: ApprovalRequest, redact: Redactor) -> str:
 
 
 def decision(answer: ElicitResult | None) -> Decision:
-    """Only an accepted form approves; decline, cancel or anything else is a no."""
-    if answer is None or answer.action != "accept":
+    """Only an accepted form, filled in as asked, approves (as `ctx.elicit` holds an older
+    protocol's answer to): decline, cancel, an accept without the form or with another
+    shape of it, or anything else is a no. A program that says "accept" to whatever it is
+    asked must at least have read the question's form."""
+    if answer is None or answer.action != "accept" or answer.content is None:
         return "no"
-    return "always" if (answer.content or {}).get("always") is True else "yes"
+    try:
+        form = Approval.model_validate(answer.content)
+    except ValidationError:
+        return "no"
+    return "always" if form.always else "yes"
 
 
 def can_elicit(caps: ClientCapabilities | None) -> bool:
@@ -259,20 +270,24 @@ class Conversations:
         self.open: OrderedDict[str, Conversation] = OrderedDict()
         self.waiting: dict[str, Turn] = {}
 
-    async def get(self, session_id: str | None) -> Conversation:
-        """The conversation `session_id` names, or a new one; an unknown ID is an error."""
+    async def get(self, session_id: str | None, caller: str | None) -> Conversation:
+        """The conversation `session_id` names, or a new one for `caller`. An ID that is
+        not one of this caller's is an error, worded as for an ID that never was, so that
+        another caller learns nothing of it."""
         if session_id is not None:
             found = self.open.get(session_id)
-            if found is None:
+            if found is None or found.caller != caller:
                 raise ConfigError(
-                    f"no conversation {session_id!r} on this server (ended, or closed as one "
-                    f"of more than {MAX_CONVERSATIONS}): call ask without session_id"
+                    "unknown session_id: no conversation of yours by that ID on this server "
+                    f"(it ended, or was closed as one of more than {MAX_CONVERSATIONS}): "
+                    "call ask without session_id to start one"
                 )
             self.open.move_to_end(session_id)
             return found
         stack = contextlib.AsyncExitStack()
-        agent, new_id = await stack.enter_async_context(self.session.conversation(self.stderr))
-        self.open[new_id] = Conversation(agent, new_id, stack)
+        agent, saved_id = await stack.enter_async_context(self.session.conversation(self.stderr))
+        new_id = f"{saved_id}.{secrets.token_urlsafe(24)}"  # never guessed, even in minutes
+        self.open[new_id] = Conversation(agent, new_id, stack, caller)
         await self._bound()
         return self.open[new_id]
 
@@ -399,15 +414,17 @@ async def ask_agent(
     conversations: Conversations, ctx: Context, prompt: str, session_id: str | None
 ) -> CallToolResult | InputRequiredResult:
     """A new turn, or (a retry carrying request_state) the caller's answer to its question."""
+    caller = caller_of(ctx.request_context)
     if (state := ctx.request_state) is not None:
-        turn = conversations.waiting.pop(state, None)
-        if turn is None or turn.asking is None:
+        turn = conversations.waiting.get(state)
+        if turn is None or turn.asking is None or turn.conversation.caller != caller:
             raise ConfigError("that approval was answered already or expired: call ask again")
+        del conversations.waiting[state]
         answer = (ctx.input_responses or {}).get(turn.asking.key)
         turn.asking.answer(decision(answer if isinstance(answer, ElicitResult) else None))
         turn.asking = None
         return await follow(conversations, turn, ctx)
-    conversation = await conversations.get(session_id)
+    conversation = await conversations.get(session_id, caller)
     turn = Turn(conversation, can_elicit(ctx.client_capabilities))
     conversations.start(turn, prompt)
     return await follow(conversations, turn, ctx)
@@ -422,7 +439,7 @@ async def start_task(
     """`ask` as a task (agent.cli.serve_tasks): the turn starts and reports to `task`; an
     unknown session_id is the plain call's error result, and nothing starts."""
     try:
-        conversation = await conversations.get(arguments["session_id"])
+        conversation = await conversations.get(arguments["session_id"], caller_of(ctx))
     except AgentError as exc:
         return refusal(conversations, exc)
     turn = Turn(conversation, can_elicit(ctx.session.client_capabilities))

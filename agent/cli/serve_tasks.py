@@ -5,7 +5,15 @@ A caller that declared the extension gets `ask` answered at once with a task han
 `tasks/get` (status, a status message with the step and the tool running, the result
 inline once completed, the approval question as `inputRequests` while input_required),
 answers a question with `tasks/update` and stops the turn with `tasks/cancel`. A caller
-that did not declare it gets the plain call; the task methods answer it -32021.
+that did not declare it gets the plain call; the task methods answer it -32021. Tasks are
+a 2026-07-28 shape: a caller of an older protocol that declares the extension anyway gets
+the plain call too (a task handle cannot be delivered on its wire; the turn would run
+unseen), and the task methods refuse it.
+
+Who may touch a task: the taskId (128 random bits) is its only key, since a caller that
+can have tasks has no other name here: stdio has one caller, and a 2026-07-28 request over
+HTTP has no session. `caller_of` is how serve_command tells callers apart where the
+transport can (an HTTP session of the handshake era).
 
 The wire format is the one agent/tools/tasks.py follows and tests/support/tasks_server.py
 serves. The mcp SDK (2.3) implements tasks on neither side, so this is its own small store
@@ -27,7 +35,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver.server import require_client_extension
 from mcp_types import CallToolRequestParams, RequestParams
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -35,6 +44,7 @@ TERMINAL = frozenset({"completed", "failed", "cancelled"})
 POLL_MS = 250  # the interval a caller is asked to poll at
 TTL_MS = 3_600_000  # how long a finished task is kept for its caller (at most MAX_KEPT)
 MAX_KEPT = 64  # finished tasks kept; the oldest are dropped beyond that
+MCP_SESSION_HEADER = "mcp-session-id"
 
 Answer = Callable[[Any], None]  # takes the caller's raw response to one input request
 Stop = Callable[[], Awaitable[None]]
@@ -181,6 +191,12 @@ class ServeTasks(Extension):
 
     def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> Task:
         require_client_extension(ctx, TASKS)
+        if ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message=f"tasks are served on the 2026-07-28 protocol only; this connection "
+                f"speaks {ctx.protocol_version}, where ask answers with its result",
+            )
         task = self.tasks.get(task_id)
         if task is None:
             raise MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
@@ -199,5 +215,19 @@ class ServeTasks(Extension):
 
 
 def declared(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """The caller declared the extension on a protocol that can carry a task handle."""
+    if ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+        return False
     capabilities = ctx.session.client_capabilities
     return TASKS in ((capabilities.extensions or {}) if capabilities else {})
+
+
+def caller_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """Who is asking, where the transport can tell: the HTTP session (`Mcp-Session-Id`)
+    of a handshake-era caller, which the SDK's session manager matched to a live session
+    of its own before routing the request here. None otherwise: stdio has one caller, and
+    a 2026-07-28 request over HTTP stands alone (its header, never checked, is not used)."""
+    if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    headers = getattr(ctx.request, "headers", None)
+    return headers.get(MCP_SESSION_HEADER) if headers is not None else None

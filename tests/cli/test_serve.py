@@ -110,14 +110,16 @@ def test_session_id_continues_the_conversation(tmp_path: Path) -> None:
     later = [m.get("content") for m in llm.requests[4]["messages"]]  # after the other whole
     assert later[-5:-1] in (["my name?", "Ada", "one", "1"], ["my name?", "Ada", "two", "1"])
     saved = {p.stem for p in (tmp_path / "state" / "sessions").glob("*.jsonl")}
-    assert first.structured_content["session_id"] in saved  # --resume ID continues it
+    transcript = first.structured_content["session_id"].partition(".")[0]
+    assert transcript in saved  # --resume ID continues it (tests/cli/test_serve_callers.py)
     assert second.structured_content["answer"] == "Ada"
     assert second.structured_content["session_id"] == first.structured_content["session_id"]
     said = [(m["role"], m.get("content")) for m in llm.requests[1]["messages"][1:]]
     assert said == [("user", "my name is Ada"), ("assistant", "noted"), ("user", "my name?")]
     assert fresh.structured_content["session_id"] != first.structured_content["session_id"]
     assert [m["role"] for m in llm.requests[2]["messages"]] == ["system", "user"]
-    assert unknown.is_error and "call ask without session_id" in unknown.content[0].text
+    assert unknown.is_error and unknown.content[0].text.startswith("unknown session_id: ")
+    assert "call ask without session_id to start one" in unknown.content[0].text
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28's input_required; 2025's
@@ -210,7 +212,7 @@ def test_at_most_32_conversations_are_kept_the_oldest_closed(tmp_path: Path) -> 
     with ScriptedLLM(*[text("ok")] * 34) as llm:
         gone, kept = serve(tmp_path, llm, calls)
         llm.assert_complete()
-    assert gone.is_error and "closed as one of more than 32" in gone.content[0].text
+    assert gone.is_error and "was closed as one of more than 32" in gone.content[0].text
     assert kept.structured_content["status"] == "answered"
 
 
