@@ -21,9 +21,9 @@ from agent.config.trust import (
     WORKSPACE_FILES,
     Answer,
     decide,
-    describe,
     hint,
     load_store,
+    question,
     real,
     remember,
     with_changes,
@@ -60,14 +60,15 @@ def trust(
     if not real(path).is_dir():
         raise ConfigError(f"trust {path}: not a folder")
     answer: Answer | None = None if forget else "never" if never else "trust"
-    # What its files are now is what is trusted (a later change asks again).
+    # What its files are now is what is trusted (a later change asks again); a file the
+    # question cannot read cannot be trusted (remember refuses, in one line).
     found = workspace_trust(real(path), environ, state_dir)
-    effects = describe(found, environ)
-    store = remember(state_dir, path, answer, found, effects)
+    shown = question(found, environ)
+    store = remember(state_dir, path, answer, found, shown)
     done = {"trust": "trusted", "never": "never trusted", None: "forgot"}[answer]
     print(clean(f"{done} {real(path)} (kept in {store})"))
     if answer == "trust":
-        for line in effects:
+        for line in shown.lines:
             print(clean(f"  {line}"))  # the folder's own text: shown inert
 
 
@@ -81,8 +82,9 @@ def settle(
     """The run's settings once the folder's trust is settled (before any server starts).
 
     An untrusted folder with files of its own: the REPL asks (unless the answer was
-    "never"); any other run says in one stderr line what was ignored and how to trust.
-    `trusted` builds the settings again with the folder trusted.
+    "never", or a file is one the question cannot read: then it says so in one line, and
+    the run goes on with the folder untrusted); any other run says in one stderr line what
+    was ignored and how to trust. `trusted` builds the settings again with the folder trusted.
     """
     if settings.workspace_trusted or not settings.untrusted_files:
         return settings
@@ -91,21 +93,22 @@ def settle(
     # Its envFiles the servers would read are in untrusted_files beside its own files.
     env_files = tuple(f for f in settings.untrusted_files if f not in WORKSPACE_FILES)
     found = decide(settings.workspace, environ, settings.state_dir, env_files=env_files)
-    if not ask or found.never:
-        print(clean(hint(found, environ)), file=sys.stderr)  # a folder name may hold escapes
+    shown = question(found, environ)
+    if not ask or found.never or shown.unreadable:
+        # a folder's name, a file's words may hold escapes
+        print(clean(hint(found, environ, shown)), file=sys.stderr)
         return settings
     from prompt_toolkit import PromptSession
 
     from agent.ui.safe import SafeConsole
     from agent.ui.trust_question import ask_trust
 
-    effects = describe(found, environ)
-    shown = with_changes(found, effects)
-    reply = ask_trust(found, shown, SafeConsole(stderr=True), PromptSession())
+    lines = with_changes(found, shown.lines)
+    reply = ask_trust(found, lines, SafeConsole(stderr=True), PromptSession())
     if reply == "not now":
         return settings
     try:
-        remember(settings.state_dir, found.folder, reply, found, effects)
+        remember(settings.state_dir, found.folder, reply, found, shown)
     except OSError as exc:
         where = settings.state_dir / STORE_NAME
         print(f"warning: cannot remember it in {where}: {exc.strerror}", file=sys.stderr)

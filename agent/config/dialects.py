@@ -20,7 +20,6 @@ Entries are plain JSON in, plain JSON out; `agent.config.servers.parse_server` d
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.common.errors import ConfigError
+from agent.config.clients import read_client_file
 
 # (input id, its description, whether to mask the answer) -> the answer
 InputAsker = Callable[[str, str, bool], str]
@@ -183,17 +183,17 @@ class Dialects:
     def workspace_env_files(self, paths: Iterable[Path]) -> tuple[str, ...]:
         """The working directory's envFiles that the mcpServers files at `paths` name (those
         that exist), relative to it where they lie inside it, without reading them and
-        without asking any `${input:...}`. A file that cannot be parsed names none here:
-        its reader reports it."""
+        without asking any `${input:...}`, each file read as the agent loads it. A file
+        that cannot be parsed names none here: its reader reports it (and the trust
+        question will not remember a folder whose own file it is)."""
         found: list[str] = []
         workspace = Path(os.path.realpath(self.workspace))
         for path in paths:
-            try:
-                doc = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            try:  # the loader's reader: JSON with comments, VS Code's `servers`, ...
+                found_in = read_client_file(path, path.read_text(encoding="utf-8"), self.workspace)
+            except (OSError, ValueError, ConfigError):
                 continue
-            servers = doc.get("mcpServers", doc.get("servers")) if isinstance(doc, dict) else None
-            for raw in servers.values() if isinstance(servers, dict) else ():
+            for raw in found_in.servers.values():
                 written = raw.get("envFile") if isinstance(raw, dict) else None
                 if not isinstance(written, str) or not written.strip():
                     continue

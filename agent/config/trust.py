@@ -16,7 +16,9 @@ it). "Never" is remembered too: the REPL stops asking.
 A remembered "yes" is kept with a digest of each of the folder's files (and of the envFiles
 in it that servers read) and the lines the question showed: trust is given to what the
 files were, not to the path. When they change (a hook added, a server's command edited)
-the folder is untrusted again until the user answers once more, shown what changed.
+the folder is untrusted again until the user answers once more, shown what changed. Each
+file is read with the agent's own reader (a `.vscode/mcp.json` with comments as VS Code
+writes it); a "yes" for a file the question cannot read is refused: it was not shown.
 
 Standard library only below the config layer: config_build.build_settings calls `decide`.
 """
@@ -39,6 +41,7 @@ from typing import Any, Literal
 from agent.common.errors import ConfigError
 from agent.common.private import private_folder
 from agent.common.redact import PATTERNS_ONLY
+from agent.config.clients import read_client_file
 from agent.config.dialects import Dialects, read_env_file
 from agent.config.files import PROJECT_CLIENT_FILES, env_overrides, from_file, user_config_dir
 from agent.config.server_env import is_loader_variable
@@ -94,6 +97,29 @@ class Trust:
         named = {"settings": named_settings, "servers": named_servers}
         own = tuple(f for f in self.files if named.get(WORKSPACE_FILES[f]) is None)
         return own + self.env_files
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the trust question shows of a folder's files, one line each, and those it
+    could not read (name, why): trust is not remembered for a file nobody was shown."""
+
+    lines: list[str]
+    unreadable: tuple[tuple[str, str], ...] = ()
+
+    def refusal(self, folder: Path) -> str:
+        """The one line that says why trust cannot be remembered, and what the user can do."""
+        return (
+            f"cannot trust {folder}: {self.unreadable_said()}; fix it, or run with the folder "
+            "untrusted (its files unread)"
+        )
+
+    def unreadable_said(self) -> str:
+        return "; ".join(f"{name} cannot be read ({why})" for name, why in self.unreadable)
+
+
+class _CannotShow(Exception):
+    """A file of the folder that the question cannot read (or show): the reason."""
 
 
 def real(path: Path) -> Path:
@@ -243,13 +269,17 @@ def remember(
     folder: Path,
     answer: Answer | None,
     trust: Trust | None = None,
-    effects: list[str] | None = None,
+    shown: Question | None = None,
 ) -> Path:
     """Keep `answer` for `folder` (None forgets it); the file is 0600 in a 0700 folder.
 
     A "trust" is kept with what `trust` (decided for this folder) found its files to be,
-    and the lines `effects` the user was shown: a later change asks again (see `decide`).
+    and the lines `shown` to the user: a later change asks again (see `decide`). A "trust"
+    for files the question could not read is refused (ConfigError): they were not shown,
+    and the digest could leave out the envFiles they name.
     """
+    if answer == "trust" and shown is not None and shown.unreadable:
+        raise ConfigError(shown.refusal(real(folder)))
     store = load_store(state_dir)
     contents = load_contents(state_dir)
     key = str(real(folder))
@@ -258,7 +288,7 @@ def remember(
     if answer is not None:
         store[key] = answer
     if answer == "trust" and trust is not None:
-        contents[key] = {"files": dict(trust.digests), "effects": list(effects or [])}
+        contents[key] = {"files": dict(trust.digests), "effects": shown.lines if shown else []}
     private_folder(state_dir)
     path = state_dir / STORE_NAME
     fd, temp = tempfile.mkstemp(dir=state_dir, prefix=f".{STORE_NAME}.")
@@ -277,14 +307,22 @@ def remember(
 # --------------------------------------------------------------------------- telling the user
 
 
-def hint(trust: Trust, environ: Mapping[str, str] | None = None) -> str:
-    """The one stderr line of a run that leaves the folder's files unread."""
+def hint(
+    trust: Trust, environ: Mapping[str, str] | None = None, shown: Question | None = None
+) -> str:
+    """The one stderr line of a run that leaves the folder's files unread (`shown`: the
+    question's reading of them; one it cannot read must be fixed before any trust)."""
     files = ", ".join((*trust.files, *trust.env_files))
     why = "you chose never to trust this folder" if trust.never else "this folder is not trusted"
     again = ""
     if trust.changed:
         why = f"its files changed since you trusted it: {', '.join(trust.changed)}"
         again = " again (to trust them as they are now)"
+    if shown is not None and shown.unreadable and not trust.never:
+        return (
+            f"note: ignoring {files} of {trust.folder} ({why}); to trust it, first fix what "
+            f"the trust question cannot read: {shown.unreadable_said()}"
+        )
     user = user_config_dir(environ) if environ is not None else None
     where = str(user / "config.toml") if user else "your user-level config.toml"
     return (
@@ -295,32 +333,59 @@ def hint(trust: Trust, environ: Mapping[str, str] | None = None) -> str:
 
 
 def describe(trust: Trust, environ: Mapping[str, str]) -> list[str]:
+    """The question's lines (see `question`)."""
+    return question(trust, environ).lines
+
+
+def question(trust: Trust, environ: Mapping[str, str]) -> Question:
     """What the folder's files would do, one line each: every server's command line or
     URL as written (no ${VAR} expanded), the variables of yours it would take, the
     environment it sets (loader variables such as PYTHONPATH with their values), its
     envFiles and the questions it would ask; a changed model endpoint and whose key would
     go to it (decided as the settings decide it), a telemetry endpoint; hooks; the other
     settings. Secrets masked (`with_changes` adds what changed since a "yes").
+
+    Each file is read with the reader the agent loads it with (a servers file as
+    agent/config/clients.py reads it: comments, trailing commas, VS Code's `servers`...);
+    one it cannot read is said so and listed in `unreadable`.
     """
     lines: list[str] = []
-    for name in trust.files:
-        kind = WORKSPACE_FILES[name]
-        path = trust.folder / name
+    unreadable: list[tuple[str, str]] = []
+    kinds = [*((n, WORKSPACE_FILES[n]) for n in trust.files), *((n, None) for n in trust.env_files)]
+    for name, kind in kinds:
         try:
-            if kind == "servers":
-                lines += [f"{name}: {line}" for line in _servers(path, trust.folder, environ)]
-            elif kind == "settings":
-                lines += [f"{name}: {line}" for line in _settings(path, environ)]
-            elif kind == "hooks":
-                lines += [f"{name}: {line}" for line in _hooks(path)]
-            else:
-                lines.append(f"{name}: present (read by the agent once trusted)")
-        except (OSError, ValueError) as exc:
-            lines.append(f"{name}: unreadable ({exc.__class__.__name__})")
-    for name in trust.env_files:
-        effect = _env_file(trust.folder / name)
-        lines.append(f"{name}: an envFile your own servers read: {effect}")
-    return [PATTERNS_ONLY(line) for line in lines]
+            lines += [f"{name}: {line}" for line in _file_lines(trust, name, kind, environ)]
+        except _CannotShow as exc:
+            lines.append(f"{name}: unreadable ({exc})")
+            unreadable.append((name, PATTERNS_ONLY(str(exc))))
+    return Question([PATTERNS_ONLY(line) for line in lines], tuple(unreadable))
+
+
+def _file_lines(trust: Trust, name: str, kind: str | None, environ: Mapping[str, str]) -> list[str]:
+    """One file's lines (`kind` None: one of its envFiles); _CannotShow when it cannot be
+    read, with the reason its reader gave."""
+    path = trust.folder / name
+    if kind == "other":
+        return ["present (read by the agent once trusted)"]
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read
+            return ["not a regular file (the agent does not read it)"]
+        if info.st_size > HASHED_BYTES:
+            raise _CannotShow(f"too big to show: {info.st_size} bytes")  # nor digested whole
+        if kind is None:
+            return [f"an envFile your own servers read: {_env_file_shown(path)}"]
+        if kind == "servers":
+            return _servers(path, trust.folder, environ)
+        if kind == "settings":
+            return _settings(path, environ)
+        return _hooks(path)
+    except OSError as exc:
+        raise _CannotShow(exc.strerror or exc.__class__.__name__) from None
+    except ConfigError as exc:  # the message names the file first: the reason follows
+        raise _CannotShow(str(exc).removeprefix(f"{path}: ")) from None
+    except ValueError as exc:  # JSON, TOML, UTF-8
+        raise _CannotShow(f"{exc.__class__.__name__}: {exc}") from None
 
 
 def with_changes(trust: Trust, effects: list[str]) -> list[str]:
@@ -345,12 +410,12 @@ def _short(value: Any) -> str:
 
 
 def _servers(path: Path, folder: Path, environ: Mapping[str, str]) -> list[str]:
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    servers = doc.get("mcpServers", doc.get("servers")) if isinstance(doc, dict) else None
-    lines = _inputs(doc.get("inputs") if isinstance(doc, dict) else None)
-    if not isinstance(servers, dict) or not servers:
+    """Each server of a servers file, read as the agent loads it (load_mcp_config)."""
+    found = read_client_file(path, path.read_text(encoding="utf-8"), folder)
+    lines = _inputs(found.doc.get("inputs"))
+    if not found.servers:
         return [*lines, "no servers"]
-    for name, raw in servers.items():
+    for name, raw in found.servers.items():
         if not isinstance(raw, dict):
             lines.append(f"server {name!r}: (not an object)")
             continue
@@ -402,21 +467,30 @@ def _env_file_of(written: str, folder: Path, environ: Mapping[str, str]) -> str:
     dialects = Dialects(folder, environ)
     name = dialects.words(written)
     place = dialects.env_file_place(name)
-    if dialects.of_workspace(written, name, place):
-        return _env_file(place)
-    return f"a file outside this folder: every variable in {_short(str(place))} goes to the server"
+    if not dialects.of_workspace(written, name, place):
+        return (
+            f"a file outside this folder: every variable in {_short(str(place))} goes to the server"
+        )
+    try:  # one that cannot be shown is in the folder's envFiles too: trust is refused there
+        return _env_file_shown(place)
+    except _CannotShow as exc:
+        return f"unreadable ({exc})"
 
 
-def _env_file(path: Path) -> str:
-    """A dotenv file's variables, as `_variables` says them (read with the reader servers use)."""
+def _env_file_shown(path: Path) -> str:
+    """A dotenv file's variables, as `_variables` says them (read with the reader servers
+    use); _CannotShow when it cannot be read or is too big to show whole."""
     try:
-        if path.stat().st_size > HASHED_BYTES:
-            return f"too big to show ({path.stat().st_size} bytes)"
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read
+            raise _CannotShow("not a regular file")
+        if info.st_size > HASHED_BYTES:
+            raise _CannotShow(f"too big to show: {info.st_size} bytes")
         return _variables(read_env_file(path, str(path)))
     except OSError as exc:
-        return f"unreadable ({exc.strerror})"
-    except ConfigError as exc:
-        return f"unreadable ({str(exc).rsplit(': ', 1)[-1]})"
+        raise _CannotShow(exc.strerror or exc.__class__.__name__) from None
+    except ConfigError as exc:  # "PATH: PATH line 3 is not KEY=value": the reason
+        raise _CannotShow(str(exc).removeprefix(f"{path}: ").removeprefix(f"{path} ")) from None
 
 
 def _hooks(path: Path) -> list[str]:
