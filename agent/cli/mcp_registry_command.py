@@ -5,19 +5,27 @@ Which registry: `--registry URL`, else `[registry] url` in the user's own config
 official one. What it answers is untrusted (agent/tools/mcp_registry.py): every line
 printed goes through `terminal` (escapes shown inert), `postInstallInstructions` are
 shown, never run, and a secret is asked without echo and never printed back.
+
+What will run is shown before anything is written: the exact command line (a remote: its URL), every
+variable with its value unless it is a secret, and, flagged, the loader variables and
+docker options the registry chose. At a terminal the user then says yes or no (no by
+default when something is flagged); with nobody to ask, a flagged entry is refused with
+what to do instead, and any other is written as before.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+import shlex
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from agent.cli.mcp_files import add_entry, describe
+from agent.cli.mcp_files import add_entry
 from agent.common.errors import ConfigError
+from agent.common.redact import is_secret_name
 from agent.config.files import user_config_dir
 from agent.config.servers import parse_server
 from agent.tools.mcp_registry import DEFAULT_REGISTRY, Plan, Registry, plan
@@ -70,7 +78,8 @@ def add_from_registry(
     storage: str | None,
     scope: str | None,
 ) -> None:
-    """Fetch `name`'s server.json, ask or take what it needs, and write its entry."""
+    """Fetch `name`'s server.json, ask or take what it needs, show what will run, and
+    write its entry once that is agreed (or, with nobody to ask, nothing needs a look)."""
     given = _given(env)
     at_terminal = sys.stdin.isatty()
     with Registry(registry_url(flag, dict(os.environ))) as registry:
@@ -83,11 +92,88 @@ def add_from_registry(
         raise ConfigError(f"--secrets {storage!r}: use file or env")
     entry = _with_references(chosen) if storage == "env" else chosen.entry
     parse_server(saved_as, {**entry, "enabled": False}, {}, f"mcp add {name}")  # validates
-    add_entry(path, saved_as, entry, "choose another: --name NAME")
-    terminal(f"added '{name}' {server.get('version', '')} as '{saved_as}' to {path}")
-    terminal(f"  from the registry: {chosen.how}")
-    for line in describe(saved_as, entry)[1:]:
+    version = str(server.get("version", ""))
+    for line in _what_runs(f"{name} {version}", chosen, entry):
         terminal(line)
+    unseen = _needs_a_look(chosen)
+    if unseen and not at_terminal:
+        raise ConfigError(
+            f"{name}: the registry's entry sets {unseen}: not added without a look; run this "
+            "at a terminal to review and confirm it, or write the entry yourself: "
+            "run_mcp.py mcp add-json NAME JSON"
+        )
+    if at_terminal and not _confirm(f"add '{saved_as}' to {path}?", default=not unseen):
+        terminal("not added: nothing written")
+        return
+    add_entry(path, saved_as, entry, "choose another: --name NAME")
+    terminal(f"added '{name}' {version} as '{saved_as}' to {path}")
+    _after(saved_as, chosen, entry, storage, scope)
+
+
+def _what_runs(title: str, chosen: Plan, entry: dict[str, Any]) -> list[str]:
+    """What the entry runs or reaches, in full: the command line as it will be started,
+    each variable and header with its value (a secret's left out), then what the registry
+    chose that reaches past the package, flagged."""
+    lines = [f"{title} from the registry: {chosen.how}"]
+    if "command" in entry:  # a remote's URL is in `how`
+        lines.append(f"  will run: {shlex.join([entry['command'], *entry['args']])}")
+    for key in ("env", "headers"):
+        if entry.get(key):
+            lines.append(f"  {key}: {_values(entry[key], chosen)}")
+    for variable, value in chosen.loaders.items():
+        lines.append(
+            f"  ! loader variable from the registry: {variable}={value} "
+            f"(it can make {entry['command']} or the server run other code)"
+        )
+    if chosen.runner_options:
+        lines.append(
+            "  ! options to docker itself from the registry: "
+            f"{shlex.join(chosen.runner_options)} (they can give the container your files "
+            "or more than a container's rights)"
+        )
+    return lines
+
+
+def _values(values: dict[str, str], chosen: Plan) -> str:
+    """`NAME=value, ...`, a secret's value left out: one asked or given as a secret, one
+    holding such a value, or one the user gave under a name that says secret."""
+    said = []
+    for key, value in values.items():
+        references = [f"${{{name}}}" for name in chosen.secrets]
+        from_environment = any(reference in value for reference in references)
+        secret = key in chosen.secrets or any(v in value for v in chosen.secrets.values())
+        if (
+            secret
+            or from_environment
+            or (key not in chosen.chosen_by_registry and is_secret_name(key))
+        ):
+            how = "from your environment" if from_environment else "not shown"
+            said.append(f"{key} (secret, {how})")
+        else:
+            said.append(f"{key}={value}")
+    return ", ".join(said)
+
+
+def _needs_a_look(chosen: Plan) -> str:
+    """What the registry chose beyond the package, in words; empty when nothing."""
+    parts = []
+    if chosen.loaders:
+        parts.append(f"loader variables ({', '.join(chosen.loaders)})")
+    if chosen.runner_options:
+        parts.append(f"options to docker itself ({shlex.join(chosen.runner_options)[:200]})")
+    return " and ".join(parts)
+
+
+def _confirm(question: str, default: bool) -> bool:
+    terminal(f"{question} {'[Y/n]' if default else '[y/N]'} ", end="")
+    answer = sys.stdin.readline().strip().lower()
+    return answer.startswith("y") if answer else default
+
+
+def _after(
+    saved_as: str, chosen: Plan, entry: dict[str, Any], storage: str, scope: str | None
+) -> None:
+    """What to do next, and the publisher's instructions (shown, never run)."""
     if storage == "env" and chosen.secrets:
         terminal(f"  set in your environment: {', '.join(chosen.secrets)} (not written)")
     if entry.get("type") in ("http", "sse") and "headers" not in entry:

