@@ -84,6 +84,11 @@ _NETWORK = re.compile(
     r"|No address associated with hostname|Could not resolve proxy|Resolving timed out"
     r"|Address family not supported by protocol|EAFNOSUPPORT"  # a unix socket (seccomp.py)
 )
+# A refused local port: the sandbox's loopback is its own, so a dev server of the user's on
+# localhost is not there (curl says only "Couldn't connect").
+_LOOPBACK = re.compile(
+    r"Couldn't connect to server|Connection refused|ECONNREFUSED|Failed to connect to localhost"
+)
 # Creating a protected name that did not exist: its placeholder is an empty file there.
 _PLACEHOLDER = re.compile(
     r"File exists|Not a directory|Permission denied|\bE(?:EXIST|NOTDIR|ACCES)\b"
@@ -343,6 +348,7 @@ class Denial:
     write: tuple[str, ...] = ()  # the paths it could not write (as absolute paths)
     network: bool = False
     hidden: tuple[str, ...] = field(default=())  # secrets it looked for and did not find
+    loopback: bool = False  # a local port refused: the user's localhost is not the sandbox's
 
     def needs(self) -> tuple[str, ...]:
         """Where write access would have to be granted: each path, or for one that does not
@@ -354,7 +360,12 @@ class Denial:
         parts = []
         if self.write:
             parts.append(f"writing {', '.join(self.write)}")
-        if self.network:
+        if self.network and self.loopback:
+            parts.append(
+                "the network (its loopback is its own: a server listening on this machine's "
+                "localhost is not reachable from inside)"
+            )
+        elif self.network:
             parts.append("the network")
         if self.hidden:
             parts.append(f"reading {', '.join(self.hidden)} (hidden: it holds secrets)")
@@ -375,11 +386,12 @@ def find_denial(output: str, exit_code: int | None, policy: Policy, cwd: str) ->
     ro_failed = any(_READ_ONLY.search(line) for line in output.splitlines())
     if ro_failed and not writes:  # it said read-only and named no path we can tell
         writes = ["/"]
-    network = not policy.network and bool(_NETWORK.search(output))
+    loopback = not policy.network and bool(_LOOPBACK.search(output))
+    network = not policy.network and (bool(_NETWORK.search(output)) or loopback)
     hidden = tuple(h for h in policy.hidden if os.path.exists(h) and _mentions(output, h))
     if not (writes or network or hidden):
         return None
-    return Denial(write=_unique(writes), network=network, hidden=hidden)
+    return Denial(write=_unique(writes), network=network, hidden=hidden, loopback=loopback)
 
 
 def explain(denial: Denial, policy: Policy, *, asked: str) -> str:

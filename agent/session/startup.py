@@ -27,8 +27,8 @@ from agent.auth.login import LoginHost
 from agent.common.checkpoints import Checkpoints
 from agent.common.errors import ConfigError
 from agent.common.memory import Memory, describe_environment
-from agent.common.transcript import Loaded, Transcript, find_session, load
 from agent.common.sandbox import remove_placeholders
+from agent.common.transcript import Loaded, Transcript, find_session, load
 from agent.config.sandbox import unsandboxed_warning
 from agent.config.settings import Settings
 from agent.extensions.hook_files import HookSet

@@ -201,6 +201,11 @@ class ToolServer(ABC):
         """The last lines the server wrote to its log in the current attempt (if it has one)."""
         return []
 
+    def start_note(self) -> str:
+        """What a failed start's log says the sandbox denied it, and how to allow it ("":
+        nothing, or the server is not sandboxed)."""
+        return ""
+
     # ----------------------------------------------------------------- optional capabilities
 
     @property
@@ -300,6 +305,7 @@ class ToolServer(ABC):
         if cause is not None:
             self.status.stderr_tail = [self.redact(line) for line in self.stderr_tail()]
             tail = stderr_headline(self.status.stderr_tail)  # its `Error:` line, if any
+            cause += self.redact(self.start_note())
             self._set_error(f"{cause}{STDERR_SEPARATOR}{tail}" if tail else cause)
             self.status.state = "failed"
             raise ToolServerError(self.name, "connect", self.status.error or cause)

@@ -65,6 +65,7 @@ from agent.tools.mcp_tasks import (
 )
 from agent.tools.mcp_transports import OPENERS, Opening
 from agent.tools.prestart import Prestarted
+from agent.tools.sandbox import start_note as sandbox_start_note
 from agent.tools.server_errors import ConnectProblem, ServerStopped, describe_exception
 from agent.tools.server_log import ServerLog
 from agent.tools.tasks import DEFAULT_TASK_LIMIT, TaskAccepted, TaskState, TaskWatch
@@ -314,6 +315,9 @@ class MCPServerConnection(ToolServer):
 
     def stderr_tail(self) -> list[str]:
         return self.log.tail()
+
+    def start_note(self) -> str:
+        return sandbox_start_note(self.config, self.log.recent())
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         source = f" {params.logger}:" if params.logger else ""

@@ -8,7 +8,10 @@ connection adopts a prestarted server only when it runs under the same sandbox.
 
 from __future__ import annotations
 
-from agent.common.sandbox import Policy, bwrap_argv
+import json
+import os
+
+from agent.common.sandbox import Policy, bwrap_argv, find_denial
 from agent.config.sandbox import SANDBOX_FLAG
 from agent.config.settings import ServerConfig
 
@@ -57,3 +60,23 @@ def _words(policy: Policy, short: bool) -> str:
 
 def _bundled(config: ServerConfig) -> bool:
     return any(a.endswith("agent/server/__main__.py") for a in config.args)
+
+
+def start_note(config: ServerConfig, log: str) -> str:
+    """For a sandboxed server that failed to start: what its log shows the sandbox denied,
+    and the entry's words that would allow it ("" when the log shows no denial)."""
+    policy = config.policy
+    if policy is None:
+        return ""
+    denial = find_denial(log, 1, policy, config.cwd or os.getcwd())
+    if denial is None:
+        return ""
+    fix: list[str] = []
+    if denial.write:
+        missing = [p for p in denial.write if not os.path.exists(p)]
+        first = f" after creating {', '.join(missing)}" if missing else ""
+        fix.append(f'"write": {json.dumps(list(denial.write))}{first}')
+    if denial.network:
+        fix.append('"network": true')
+    allow = f' (if it needs that, its entry\'s "sandbox" can allow it: {", ".join(fix)})'
+    return f"; the sandbox denied {denial.words()}{allow if fix else ''}"

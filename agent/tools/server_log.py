@@ -99,6 +99,18 @@ class ServerLog:
         self._file = self._open_file()
         self._start = 0
 
+    def recent(self, limit: int = 200) -> str:
+        """The current attempt's last `limit` lines, whole (a denial's path may be on a
+        `cause:` line the tail leaves out)."""
+        self.flush()
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self._start)
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-limit:])
+
     def tail(self) -> list[str]:
         """The last lines the server wrote in the current attempt (our notes left out), its
         first error line kept in front when it scrolled out of them."""

@@ -235,3 +235,55 @@ def test_every_git_hook_folder_is_read_only(base: Path) -> None:
     assert not (workspace / "tools" / "githooks").exists()
     told = tool_messages(llm.requests[1])[0]
     assert "Read-only file system" in told, told
+
+
+def test_a_refused_local_port_says_the_sandbox_has_its_own_loopback(base: Path) -> None:
+    """A dev server of the user's on localhost: inside, curl says only "Couldn't connect";
+    the model is told why (issue 41 #8)."""
+    workspace = base / "ws"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        command = f"curl -sS http://127.0.0.1:{port}/ 2>&1; exit 7"
+        with ScriptedLLM(tool_calls(bash(command)), text("done")) as llm:
+            proc = run_cli(["-p", "ask the dev server", "--yes"], workspace, base_url=llm.base_url)
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stderr
+    told = tool_messages(llm.requests[1])[0]
+    assert "Couldn't connect" in told or "Connection refused" in told, told
+    assert "its loopback is its own" in told, told
+    assert "localhost is not reachable from inside" in told
+
+
+DIES = """
+const fs = require("fs");
+try { fs.mkdirSync(process.env.CACHE_HOME + "/.npm-like"); }
+catch (err) { console.error(new Error("could not start", {cause: err})); process.exit(1); }
+"""
+
+
+def test_a_sandboxed_server_that_dies_of_its_sandbox_says_what_was_denied(base: Path) -> None:
+    """The denied path is on Node's `cause:` line, below the tail's `Error:` line: the
+    start's error still names it, and says what the entry can allow (issue 41 #8)."""
+    workspace, home = base / "ws", base / "home"
+    home.mkdir()
+    (base / "dies.js").write_text(DIES)
+    node = shutil.which("node") or "node"
+    entry = {
+        "command": node,
+        "args": [str(base / "dies.js")],
+        "env": {"CACHE_HOME": str(home)},
+        "sandbox": True,
+    }
+    config = mcp_json(base, {"dies": entry})
+    with ScriptedLLM(text("unused")) as llm:
+        argv = ["--mcp-config", str(config), "-p", "go"]
+        proc = run_cli(argv, workspace, base_url=llm.base_url)
+    assert proc.returncode == 1, proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert "'dies'" in error, error
+    assert f"the sandbox denied writing {home.resolve()}/.npm-like" in error, error
+    assert f'"write": ["{home.resolve()}/.npm-like"]' in error, error
