@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,7 +52,13 @@ from anyio.abc import TaskGroup, TaskStatus
 from agent import __version__
 from agent.cli.acp_files import route_files
 from agent.cli.acp_slash import EditorCommands
-from agent.cli.acp_updates import TurnUpdates, history, prompt_parts, title_and_kind
+from agent.cli.acp_updates import (
+    TurnUpdates,
+    history,
+    masked_input,
+    prompt_parts,
+    title_and_kind,
+)
 from agent.cli.subcommands import run_session, session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import ConfigError
@@ -84,6 +91,9 @@ PERMISSION_OPTIONS = [
 ]
 DECISIONS: dict[str, Decision] = {ALLOW_ONCE: "yes", ALLOW_ALWAYS: "always"}
 INVALID_PARAMS = -32602
+# What a session ID of ours may be (agent.common.transcript's, serve's): a file name with
+# no path in it, checked before anything is looked up.
+SESSION_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
 # Why a tool server's own form (elicitation) is declined under acp.
 ACP_CANNOT_ANSWER = "ACP has no way to put a tool server's form to the editor"
 
@@ -212,7 +222,8 @@ class AcpAgent:
             raise RequestError(INVALID_PARAMS, f"session {session_id!r} is already open")
         live = await self._open(cwd, mcp_servers or [], session_id)
         assert self.client is not None
-        for update in history(live.session.agent.memory.messages, live.session.registry):
+        messages, registry = live.session.agent.memory.messages, live.session.registry
+        for update in history(messages, registry, self._new_id):
             await self.client.session_update(session_id=session_id, update=update)
         self.tg.start_soon(self._announce, session_id)
         return LoadSessionResponse()
@@ -248,6 +259,11 @@ class AcpAgent:
         )
         self.sessions[session_id] = live
         return live
+
+    def _new_id(self, kind: str = "call") -> str:
+        """An ID for a call card: ours, unique in this process, so no replayed card or
+        earlier turn's takes a live call's updates (the model's IDs repeat)."""
+        return f"{kind}-{next(self.ids)}"
 
     async def _send(self, session_id: str, update: Any) -> None:
         assert self.client is not None
@@ -364,7 +380,9 @@ class AcpAgent:
         """One turn of the loop, its events sent as updates; its stop reason."""
         live = self._live(session_id)
         assert self.client is not None
-        updates = TurnUpdates(self.client, session_id, live.session.registry, live.asked)
+        updates = TurnUpdates(
+            self.client, session_id, live.session.registry, live.asked, self._new_id
+        )
         request = await expand_refs(live.session.catalog, text, live.stderr)
         return await updates.run(live.session.agent, request, attached)
 
@@ -381,9 +399,10 @@ class AcpAgent:
         policy as /approve's "always" is."""
         live = self._live(session_id)
         assert self.client is not None
-        call_id = f"ask-{next(self.ids)}"
-        title, kind = title_and_kind(request.spec, request.public_name)
-        arguments = live.session.registry.redact.deep(request.arguments)
+        call_id = self._new_id("ask")
+        redact = live.session.registry.redact
+        title, kind = title_and_kind(request.spec, request.public_name, redact)
+        arguments = masked_input(request.arguments, redact)
         await self.client.session_update(
             session_id=session_id,
             update=TurnUpdates.started(call_id, title, kind, arguments, "pending"),
@@ -446,7 +465,10 @@ def _in_folder(server: ServerConfig, cwd: Path) -> ServerConfig:
 
 
 def _exactly(settings: Settings, session_id: str) -> None:
-    """`session_id` names one saved session exactly (not a prefix, not `latest`)."""
+    """`session_id` names one saved session exactly (not a prefix, not `latest`, not a
+    path: only the agent's own files in its sessions folder, agent.common.transcript)."""
+    if not SESSION_ID.fullmatch(session_id):
+        raise ConfigError(f"no saved session {session_id!r}")
     try:
         found = find_session(settings.state_dir, session_id)
     except ConfigError:

@@ -4,13 +4,17 @@
 The answer streams as `agent_message_chunk`s; each tool call is a `tool_call` (its title,
 and its `kind` from the tool's MCP annotations) and then a `tool_call_update` with its
 status and output. Every string sent is masked by the session's redactor first (the
-answer's pieces as the text they make up, as stream-json's: agent.ui.stream_json).
+answer's pieces as the text they make up, as stream-json's: agent.ui.stream_json). Each
+call shown gets an ID of ours (`new_id`), never the model's or a transcript's, so no card
+of a replayed session (session/load: `history`) or an earlier turn takes a live call's
+updates; a call's title is one clean line (an editor may draw it in a terminal).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +40,7 @@ from acp.schema import (
 )
 
 from agent.common.images import MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, decoded_size, human_size
+from agent.common.redact import Redactor
 from agent.loop.events import (
     AssistantMessage,
     Event,
@@ -50,9 +55,11 @@ from agent.loop.react import Agent
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
 from agent.tools.toolspec import ToolSpec
+from agent.ui.safe import clean
 from agent.ui.stream_json import DeltaMasker
 
 MAX_OUTPUT_CHARS = 64_000  # of a tool's output shown in the editor (the model sees it all)
+MAX_TITLE_CHARS = 200  # of a call's title
 STOP_REASONS: dict[str, StopReason] = {
     "answered": "end_turn",
     "max_steps": "max_turn_requests",
@@ -64,18 +71,46 @@ IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 INVALID_PARAMS = -32602
 
 
-def title_and_kind(spec: ToolSpec | None, public: str) -> tuple[str, ToolKind]:
-    """How the editor shows a call: the tool's title, and a kind from its annotations
+def title_and_kind(
+    spec: ToolSpec | None, public: str, redact: Callable[[str], str]
+) -> tuple[str, ToolKind]:
+    """How the editor shows a call: the tool's title (a server's text, or a name a
+    transcript gave: masked, escapes shown, one line), and a kind from its annotations
     (read-only → read, destructive → delete or edit, open-world → fetch, else other)."""
+    title = " ".join(clean(redact((spec and spec.title) or public)).split())
+    if len(title) > MAX_TITLE_CHARS:
+        title = title[: MAX_TITLE_CHARS - 1] + "…"
     if spec is None:
-        return public, "other"
-    title = spec.title or public
+        return title, "other"
     if spec.read_only:
         return title, "read"
     if spec.destructive:
         words = spec.name.lower().replace("-", "_").split("_")
         return title, "delete" if any(w in DELETING for w in words) else "edit"
     return title, "fetch" if spec.open_world else "other"
+
+
+def masked_input(arguments: Any, redact: Redactor) -> Any:
+    """A call's arguments as the editor is shown them: each value masked, and then their
+    JSON text, so a key is masked too; what cannot be read back (too deeply nested, not
+    JSON, or cut by a mask) is shown as the masked text."""
+    try:
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments)
+        text = json.dumps(redact.deep(arguments), ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return redact(arguments) if isinstance(arguments, str) else "(arguments not shown)"
+    masked = redact(text)
+    try:
+        return json.loads(masked)
+    except (ValueError, RecursionError):
+        return masked
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    return text[:MAX_OUTPUT_CHARS] + "\n… (cut here; the model saw it all)"
 
 
 @dataclass
@@ -158,11 +193,13 @@ class TurnUpdates:
         session_id: str,
         registry: ToolRegistry,
         asked: dict[tuple[str, str], list[tuple[str, bool]]],
+        new_id: Callable[[], str],
     ) -> None:
         self.client = client
         self.session_id = session_id
         self.registry = registry
         self.asked = asked  # calls already shown (pending) while their approval was asked
+        self.new_id = new_id
         self.ids: dict[str, str] = {}  # the loop's call id -> the id the editor knows
         self.streamed = False
         self.pieces = DeltaMasker(registry.redact)  # a secret cut across pieces is masked
@@ -212,9 +249,7 @@ class TurnUpdates:
             case ToolCallStarted():
                 await self._started(event)
             case ToolCallFinished():
-                shown = redact(strip_marker(event.output))  # the envelope is the model's
-                if len(shown) > MAX_OUTPUT_CHARS:
-                    shown = shown[:MAX_OUTPUT_CHARS] + "\n… (cut here; the model saw it all)"
+                shown = _cut(redact(strip_marker(event.output)))  # the envelope is the model's
                 await self.send(
                     update_tool_call(
                         self.ids.get(event.call_id, event.call_id),
@@ -241,20 +276,24 @@ class TurnUpdates:
             if allowed:
                 await self.send(update_tool_call(self.ids[event.call_id], status="in_progress"))
             return
-        self.ids[event.call_id] = event.call_id
-        title, kind = title_and_kind(self.registry.tools.get(event.name), event.name)
-        arguments = self.registry.redact.deep(event.arguments)
-        await self.send(self.started(event.call_id, title, kind, arguments, "in_progress"))
+        call_id = self.ids[event.call_id] = self.new_id()
+        redact = self.registry.redact
+        title, kind = title_and_kind(self.registry.tools.get(event.name), event.name, redact)
+        arguments = masked_input(event.arguments, redact)
+        await self.send(self.started(call_id, title, kind, arguments, "in_progress"))
 
 
 FAILED_PREFIXES = ("Error:", "The tool reported an error", "Not run:", "The user declined")
 
 
-def history(messages: list[dict[str, Any]], registry: ToolRegistry) -> list[Any]:
+def history(
+    messages: list[dict[str, Any]], registry: ToolRegistry, new_id: Callable[[], str]
+) -> list[Any]:
     """A loaded session's messages as the updates that show it again (session/load): the
     user's requests as user_message_chunk, answers as agent_message_chunk, each call as a
-    tool_call with its status and output. Masked and cut as a live turn's are; the
-    images that went with tool results are not shown again."""
+    tool_call with its status and output, under an ID of ours. Shown only: nothing is run
+    or approved. Masked and cut as a live turn's are (its text too: a transcript line may
+    be huge); the images that went with tool results are not shown again."""
     redact = registry.redact
     results = {
         m.get("tool_call_id"): str(m.get("content") or "")
@@ -265,26 +304,29 @@ def history(messages: list[dict[str, Any]], registry: ToolRegistry) -> list[Any]
     previous = ""
     for message in messages:
         role, content = message.get("role"), message.get("content")
-        if role == "user" and previous != "tool":
+        if role == "user" and not (previous == "tool" and isinstance(content, list)):
+            # (a list after tool results is their images; a request after an interrupted
+            # call's result is the user's, and shown)
             updates += [update_user_message(block) for block in _blocks(content, redact)]
         elif role == "assistant":
             if isinstance(content, str) and content:
-                updates.append(update_agent_message_text(redact(content)))
+                updates.append(update_agent_message_text(_cut(redact(content))))
             for call in message.get("tool_calls") or []:
-                updates.append(_replayed_call(call, results.get(call.get("id")), registry))
+                result = results.get(call.get("id"))
+                updates.append(_replayed_call(new_id(), call, result, registry))
         previous = str(role)
     return updates
 
 
 def _blocks(content: Any, redact: Any) -> list[Any]:
     if isinstance(content, str):
-        return [text_block(redact(content))] if content else []
+        return [text_block(_cut(redact(content)))] if content else []
     blocks: list[Any] = []
     for part in content if isinstance(content, list) else []:
         if not isinstance(part, dict):
             continue
         if part.get("type") == "text":
-            blocks.append(text_block(redact(str(part.get("text", "")))))
+            blocks.append(text_block(_cut(redact(str(part.get("text", ""))))))
         elif part.get("type") == "image_url":
             url = str((part.get("image_url") or {}).get("url", ""))
             head, _, data = url.partition(";base64,")
@@ -293,23 +335,19 @@ def _blocks(content: Any, redact: Any) -> list[Any]:
     return blocks
 
 
-def _replayed_call(call: dict[str, Any], result: str | None, registry: ToolRegistry) -> Any:
+def _replayed_call(
+    call_id: str, call: dict[str, Any], result: str | None, registry: ToolRegistry
+) -> Any:
     function = call.get("function") or {}
     name = str(function.get("name", ""))
-    try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except ValueError:
-        arguments = function.get("arguments")
-    title, kind = title_and_kind(registry.tools.get(name), name)
-    shown = registry.redact(strip_marker(result)) if result is not None else "(no result)"
-    if len(shown) > MAX_OUTPUT_CHARS:
-        shown = shown[:MAX_OUTPUT_CHARS] + "\n… (cut here)"
+    title, kind = title_and_kind(registry.tools.get(name), name, registry.redact)
+    shown = _cut(registry.redact(strip_marker(result))) if result is not None else "(no result)"
     failed = result is None or result.startswith(FAILED_PREFIXES)
     return start_tool_call(
-        str(call.get("id", "")),
+        call_id,
         title,
         kind=kind,
         status="failed" if failed else "completed",
-        raw_input=registry.redact.deep(arguments),
+        raw_input=masked_input(str(function.get("arguments") or "{}"), registry.redact),
         content=[tool_content(text_block(shown))],
     )

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,7 +78,9 @@ class Transcript:
 
     def _write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            # Never through a link planted in its place (_session_files passes none either).
+            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+            fd = os.open(self.path, flags, 0o600)
             _end_on_fresh_line(fd)
             self._fh = os.fdopen(fd, "a", encoding="utf-8")
         line = json.dumps(self.redact.deep(record), ensure_ascii=False)
@@ -162,7 +165,7 @@ def find_session(state_dir: Path, session: str, workspace: Path | None = None) -
     """`latest` (the newest session of `workspace`, the folder it was started in; of any
     folder when None) or an id (or a unique prefix of one), whatever its folder."""
     folder = sessions_dir(state_dir)
-    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    files = _session_files(folder)
     if not files:
         raise ConfigError(f"--resume: no saved sessions in {folder}")
     if session in ("latest", ""):
@@ -184,6 +187,21 @@ def find_session(state_dir: Path, session: str, workspace: Path | None = None) -
         )
         raise ConfigError(f"--resume {session}: {what} in {folder}; latest: {recent}")
     return matches[0]
+
+
+def _session_files(folder: Path) -> list[Path]:
+    """The saved sessions, oldest first: regular files of this user's, as the agent writes
+    them; a link planted among them is not one (loading it would read, and the next
+    append write, somewhere else)."""
+
+    def own(path: Path) -> bool:
+        try:
+            found = path.lstat()
+        except OSError:
+            return False
+        return stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid()
+
+    return sorted(filter(own, folder.glob("*.jsonl"))) if folder.is_dir() else []
 
 
 @dataclass(frozen=True)
@@ -217,7 +235,7 @@ def saved_sessions(
     folder = sessions_dir(state_dir)
     want = str(workspace) if workspace is not None else None
     found: list[SavedSession] = []
-    for path in sorted(folder.glob("*.jsonl"), reverse=True) if folder.is_dir() else []:
+    for path in reversed(_session_files(folder)):
         if len(found) >= limit:
             break
         cwd = _started_in(path)
@@ -250,17 +268,20 @@ def load(path: Path, redactor: Redactor = PATTERNS_ONLY, max_tokens: int = RESUM
         if not line.strip():
             continue
         back += 1
+        where = "last line" if back == 1 else f"line {back} from the end"
         try:
             record = json.loads(line)
             if not isinstance(record, dict):
                 raise ValueError("a record is an object")
-        except ValueError:
-            where = "last line" if back == 1 else f"line {back} from the end"
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to read
             warnings.append(f"{path.name}: {where} is corrupted and was skipped")
             continue
         if record.get("type") == "clear":
             break
         if record.get("type") == "message" and isinstance(record.get("message"), dict):
+            if not _well_formed(record["message"]):
+                warnings.append(f"{path.name}: {where} is not a message the agent writes: skipped")
+                continue
             message = dict(record["message"])
             message.pop("structured_content", None)  # kept for the record, not for the model
             messages.append(message)
@@ -274,6 +295,28 @@ def load(path: Path, redactor: Redactor = PATTERNS_ONLY, max_tokens: int = RESUM
     warnings.reverse()
     transcript = Transcript(path, redactor)
     return Loaded(transcript, read_back_images(messages, transcript.images), warnings)
+
+
+def _well_formed(message: dict[str, Any]) -> bool:
+    """A message of a role the agent writes, with what that role needs: a forged `system`
+    (or any other) role must not reach the model beside the real system prompt, and a
+    malformed one must not end the resume in an exception later."""
+    role = message.get("role")
+    if role == "tool":
+        return isinstance(message.get("tool_call_id"), str)
+    if role == "user":
+        return isinstance(message.get("content"), str | list)
+    if role != "assistant":
+        return False
+    calls = message.get("tool_calls") or []
+    return isinstance(calls, list) and all(
+        isinstance(c, dict)
+        and isinstance(c.get("id"), str)
+        and isinstance(c.get("function"), dict)
+        and isinstance(c["function"].get("name"), str)
+        and isinstance(c["function"].get("arguments", ""), str)
+        for c in calls
+    )
 
 
 def _lines_from_end(path: Path) -> Iterator[str]:
@@ -324,7 +367,7 @@ def list_sessions(state_dir: Path, limit: int = 20) -> list[tuple[str, str]]:
     """(id, first user line) for the newest sessions."""
     folder = sessions_dir(state_dir)
     out: list[tuple[str, str]] = []
-    for path in sorted(folder.glob("*.jsonl"), reverse=True)[:limit] if folder.is_dir() else []:
+    for path in _session_files(folder)[::-1][:limit]:
         first = _first_request(path)
         out.append((path.stem, str(first).splitlines()[0][:60] if first else ""))
     return out
