@@ -206,8 +206,8 @@ def build_server(root: str | os.PathLike[str] = ".", sandbox: Policy | None = No
         target = ws.resolve(path)
         if not target.exists():
             raise await _not_found(ws, path, target, folder=True)
-        if not target.is_dir():
-            raise ToolError(f"'{path}' is not a directory")
+        if not target.is_dir():  # a small model lists a file to see it: say what reads it
+            raise ToolError(f"'{path}' is a file, not a directory: read_file reads it")
         return await anyio.to_thread.run_sync(_listing, target)
 
     @server.tool(title="Search file contents", annotations=READ_ONLY, structured_output=False)

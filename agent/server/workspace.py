@@ -62,7 +62,13 @@ class Workspace:
         if same:
             where = ", ".join(same[:NEAREST])
             return f"{said}; a {kind} of that name is at: {where}"
-        near = difflib.get_close_matches(self.show(target), shown, n=NEAREST, cutoff=0.5)
+        # A suggestion's own name must be near the asked one: a path that is close only
+        # through its folders (`docs/readme.md` for `docs/notes.md`) sends the model astray.
+        near = [
+            s
+            for s in difflib.get_close_matches(self.show(target), shown, n=NEAREST * 4, cutoff=0.5)
+            if _near_name(Path(s).name, target.name)
+        ][:NEAREST]
         if not near:
             names = {p.name: s for (p, _), s in zip(entries, shown, strict=True)}
             near = [names[n] for n in difflib.get_close_matches(target.name, list(names), NEAREST)]
@@ -92,3 +98,8 @@ class Workspace:
                 yield Path(entry.path), is_dir
                 if is_dir:
                     queue.append(Path(entry.path))
+
+
+def _near_name(name: str, wanted: str) -> bool:
+    """Whether a file's name is close to the asked one (difflib's usual 0.6 cutoff)."""
+    return difflib.SequenceMatcher(None, name.lower(), wanted.lower()).ratio() >= 0.6

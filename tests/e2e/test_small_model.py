@@ -258,3 +258,24 @@ def test_an_answer_that_only_mentions_a_tool_response_tag_is_an_answer(tmp_path:
     with ScriptedLLM(text(about)) as llm:
         out = run(tmp_path, llm, "where do Hermes models put results?")
     assert out["answer"] == about
+
+
+def test_list_dir_on_a_file_and_a_missing_paths_suggestions_are_near_its_name(
+    tmp_path: Path,
+) -> None:
+    """Issue 42 #5: a 1.5B model listed a file to see it and was told only "not a
+    directory"; and a missing path's second suggestion was any file whose folders matched."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "readme.md").write_text("read me\n")
+    (tmp_path / "docs" / "notez.md").write_text("notes\n")
+    script = [
+        tool_calls(("local__list_dir", {"path": "docs/notez.md"})),
+        tool_calls(("local__read_file", {"path": "docs/notes.md"})),
+        text("done"),
+    ]
+    with ScriptedLLM(*script) as llm:
+        run(tmp_path, llm, "what do the notes say?")
+        listed, missing = (tool_messages(llm.requests[i])[-1] for i in (1, 2))
+    assert "is a file, not a directory: read_file reads it" in listed, listed
+    assert "docs/notez.md" in missing, missing
+    assert "readme" not in missing, missing
