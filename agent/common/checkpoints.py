@@ -139,13 +139,14 @@ class Checkpoints:
     async def apply(self, plan: Plan) -> str:
         """Do what `plan` says; the line to show."""
         async with self._lock:
-            problems = await anyio.to_thread.run_sync(
+            not_done = await anyio.to_thread.run_sync(
                 self.store.restore, plan.targets, set(plan.keep_dirs)
             )
-            self.applied = plan.applied
+            if len(not_done) < len(plan.targets):  # nothing done: the turn stays to retry
+                self.applied = plan.applied
             self._current = None  # a later call of this turn starts a new checkpoint
             await anyio.to_thread.run_sync(self._save_and_prune)
-        return self._said_done(plan, problems)
+        return self._said_done(plan, not_done)
 
     def question(self, plan: Plan) -> str:
         """What to ask when a restore would overwrite changes made outside the agent."""
@@ -236,18 +237,29 @@ class Checkpoints:
             "changes to them cannot be undone"
         )
 
-    def _said_done(self, plan: Plan, problems: list[str]) -> str:
-        verb = "undid" if plan.direction == "undo" else "redid"
-        removed = [p for p, s in plan.targets.items() if s is None]
-        written = [p for p, s in plan.targets.items() if s is not None]
+    def _said_done(self, plan: Plan, not_done: dict[str, str]) -> str:
+        """What was done, counting only the paths that were; then what was not, and why."""
+        verb, none = ("undid", "undone") if plan.direction == "undo" else ("redid", "redone")
+        turn = f'turn {plan.turn.number} ("{plan.turn.request}")'
+        done = {p: s for p, s in plan.targets.items() if p not in not_done}
+        removed = [p for p, s in done.items() if s is None]
+        written = [p for p, s in done.items() if s is not None]
         parts = []
         if written:
             parts.append(f"restored {len(written)} ({_names(written)})")
         if removed:
             parts.append(f"removed {len(removed)} ({_names(removed)})")
-        line = f'{verb} turn {plan.turn.number} ("{plan.turn.request}"): ' + ", ".join(parts)
-        if problems:
+        if done:
+            line = f"{verb} {turn}: " + ", ".join(parts)
+        else:
+            line = f"/{plan.direction}: nothing {none} of {turn}"
+        if not_done:
+            problems = [f"{p}: {why}" for p, why in sorted(not_done.items())]
             line += f"; not done: {'; '.join(problems[:SHOWN_NAMES])}"
+            if len(problems) > SHOWN_NAMES:
+                line += f" and {len(problems) - SHOWN_NAMES} more"
+        if not done:
+            line += f"; /{plan.direction} again once that is fixed"
         if plan.remote:
             line += "; " + _remote_note(plan.remote, plan.direction)
         if plan.uncovered:

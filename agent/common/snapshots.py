@@ -17,6 +17,7 @@ large workspace costs a walk and a stat per file. Blocking: callers run it in a 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -315,35 +316,96 @@ class SnapshotStore:
         mode = stat.S_IMODE(after.st_mode)
         return FileState(sha, mode, len(data), after.st_mtime_ns, after.st_ctime_ns, after.st_ino)
 
-    def restore(self, targets: dict[str, FileState | None], keep_dirs: set[str]) -> list[str]:
+    def restore(self, targets: dict[str, FileState | None], keep_dirs: set[str]) -> dict[str, str]:
         """Make each path what `targets` says (None: absent). Deletions first, then the
         files. Every folder is opened one level at a time from the root without following
         a symlink (openat with O_NOFOLLOW), so a folder swapped for a link to elsewhere is
         refused, not written through; a file is written by a temporary name, then renamed.
         Folders left empty by a deletion go unless `keep_dirs` (folders that held files in
-        the target) names them. Returns what could not be done, one line each."""
-        problems: list[str] = []
-        for path, state in sorted(targets.items()):
-            if state is None:
-                problems += self._delete(path, keep_dirs)
+        the target) names them. Returns what was not done: path -> why.
+
+        A file to delete that holds what a write is to restore (a moved file, taken back)
+        is first set aside under a hidden name in its folder, and deleted only once that
+        content is written; when no write of it succeeded it goes back to its name: the
+        copy on disk is never deleted while the restore of its content failed."""
+        not_done: dict[str, str] = {}
+        wanted = {state.sha for state in targets.values() if state is not None}
+        aside: dict[str, tuple[str, str]] = {}  # path -> (its hidden name, its content)
         for path, state in sorted(targets.items()):
             if state is not None:
-                problems += self._write(path, state)
-        return problems
+                continue
+            now = self.state_now(path, None)
+            if now is not None and now.sha in wanted:
+                why, hidden = self._set_aside(path)
+                if hidden:
+                    aside[path] = (hidden, now.sha)
+            else:
+                why = self._delete(path, keep_dirs)
+            if why:
+                not_done[path] = why
+        restored: set[str] = set()  # the contents written somewhere
+        for path, state in sorted(targets.items()):
+            if state is not None:
+                if why := self._write(path, state):
+                    not_done[path] = why
+                else:
+                    restored.add(state.sha)
+        for path, (hidden, sha) in aside.items():
+            if sha in restored:
+                why = self._delete(_beside(path, hidden), keep_dirs)
+            else:
+                of = [p for p, s in sorted(targets.items()) if s is not None and s.sha == sha]
+                why = self._put_back(path, hidden, of)
+            if why:
+                not_done[path] = why
+        return not_done
 
-    def _delete(self, path: str, keep_dirs: set[str]) -> list[str]:
+    def _set_aside(self, path: str) -> tuple[str, str]:
+        """Rename `path` to a hidden name in its folder: (what went wrong, that name)."""
         parent, _, name = path.rpartition("/")
         fd = self._open_folder(parent, create=False)
         if fd is None:
-            return []
+            return "its folder is not a real folder inside the workspace; not removed", ""
+        hidden = f".{name[:100]}.{secrets.token_hex(4)}.undo"
+        try:
+            os.rename(name, hidden, src_dir_fd=fd, dst_dir_fd=fd)
+        except OSError as exc:
+            return f"{exc.strerror}; not removed", ""
+        finally:
+            os.close(fd)
+        return "", hidden
+
+    def _put_back(self, path: str, hidden: str, of: list[str]) -> str:
+        """A file set aside whose content was restored nowhere goes back to its name."""
+        copy = f"the only copy on disk of {', '.join(of)}, which was not restored"
+        parent, _, name = path.rpartition("/")
+        fd = self._open_folder(parent, create=False)
+        try:
+            if fd is None:
+                raise OSError(errno.ENOTDIR, "its folder changed")
+            os.rename(hidden, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except OSError as exc:
+            return f"kept as {_beside(path, hidden)} ({exc.strerror}): {copy}"
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return f"kept: {copy}"
+
+    def _delete(self, path: str, keep_dirs: set[str]) -> str:
+        parent, _, name = path.rpartition("/")
+        fd = self._open_folder(parent, create=False)
+        if fd is None:  # gone already (nothing to do), or a link now (refused)
+            if parent and os.path.lexists(self.root / parent):
+                return "its folder is not a real folder inside the workspace; not removed"
+            return ""
         try:
             if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
-                return [f"{path}: is a folder now; left as it is"]
+                return "is a folder now; left as it is"
             os.unlink(name, dir_fd=fd)  # a symlink itself, never what it points to
         except FileNotFoundError:
-            return []
+            return ""
         except OSError as exc:
-            return [f"{path}: {exc.strerror}"]
+            return str(exc.strerror)
         finally:
             os.close(fd)
         while parent and parent not in keep_dirs:
@@ -358,23 +420,23 @@ class SnapshotStore:
             finally:
                 os.close(up)
             parent = above
-        return []
+        return ""
 
-    def _write(self, path: str, state: FileState) -> list[str]:
+    def _write(self, path: str, state: FileState) -> str:
         parent, _, name = path.rpartition("/")
         fd = self._open_folder(parent, create=True)
         if fd is None:
-            return [f"{path}: its folder is not a real folder inside the workspace; not restored"]
+            return "its folder is not a real folder inside the workspace; not restored"
         try:
             with contextlib.suppress(OSError):
                 if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
                     os.rmdir(name, dir_fd=fd)  # an empty folder where the file was
             _write_at(fd, name, self.read(state.sha), state.mode)
         except OSError as exc:
-            return [f"{path}: {exc.strerror or exc}"]
+            return str(exc.strerror or exc)
         finally:
             os.close(fd)
-        return []
+        return ""
 
     def _open_folder(self, rel: str, *, create: bool) -> int | None:
         """A descriptor of the folder `rel` under the root, opened level by level without
@@ -395,6 +457,12 @@ class SnapshotStore:
             os.close(fd)
             fd = child
         return fd
+
+
+def _beside(path: str, name: str) -> str:
+    """`name` in the folder of `path` (relative, posix)."""
+    parent = path.rpartition("/")[0]
+    return f"{parent}/{name}" if parent else name
 
 
 def _git_files(root: Path, timeout: float) -> list[str] | None:

@@ -33,7 +33,7 @@ def workspace_with(tmp_path: Path, **files: str) -> Path:
 
 
 def agent_over(root: Path, store: Checkpoints, model: FakeModel) -> Agent:
-    """The loop with two tools: `write` (may change things) and `look` (read-only)."""
+    """The loop with three tools: `write` and `move` (may change things), `look` (read-only)."""
 
     async def write(args: dict[str, Any]) -> str:
         target = root / args["path"]
@@ -44,7 +44,15 @@ def agent_over(root: Path, store: Checkpoints, model: FakeModel) -> Agent:
     async def look(args: dict[str, Any]) -> str:
         return "looked"
 
-    tools = FakeTools({"write": write, "look": look}, read_only=frozenset({"look"}))
+    async def move(args: dict[str, Any]) -> str:
+        target = root / args["to"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_dir():
+            target.rmdir()  # an empty folder where the file goes
+        (root / args["path"]).rename(target)
+        return "moved"
+
+    tools = FakeTools({"write": write, "look": look, "move": move}, read_only=frozenset({"look"}))
     return Agent(model, tools, Memory(), checkpoints=store)
 
 
@@ -114,6 +122,79 @@ async def test_a_restore_never_writes_through_a_folder_replaced_by_a_symlink(
     said = await store.apply(await plan(store))
     assert "sub/f: its folder is not a real folder inside the workspace; not restored" in said
     assert (outside / "f").read_text() == "outside, must stay"
+
+
+async def test_undo_never_deletes_a_moved_file_whose_place_it_could_not_restore(
+    tmp_path: Path,
+) -> None:
+    """The turn moved sub/f to moved/f; then `sub` became a link out of the workspace.
+    /undo refuses to write through it, so moved/f is the only copy on disk: kept, and
+    only what was restored is counted."""
+    root = workspace_with(tmp_path, a="one")
+    (root / "sub").mkdir()
+    (root / "sub" / "f").write_text("precious")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    store = Checkpoints(tmp_path / "s.checkpoints", root)
+    model = FakeModel(
+        [
+            calls(("write", {"path": "a", "text": "two"})),
+            calls(("move", {"path": "sub/f", "to": "moved/f"})),
+            answer("done"),
+        ]
+    )
+    await drain(agent_over(root, store, model), "tidy up")
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(outside)
+    said = await store.apply(await plan(store))
+    assert said == (
+        'undid turn 1 ("tidy up"): restored 1 (a); not done: '
+        "moved/f: kept: the only copy on disk of sub/f, which was not restored; "
+        "sub/f: its folder is not a real folder inside the workspace; not restored"
+    )
+    assert (root / "moved" / "f").read_text() == "precious"
+    assert sorted(os.listdir(root / "moved")) == ["f"]  # put back under its own name
+    assert (root / "a").read_text() == "one" and os.listdir(outside) == []
+
+
+async def test_undo_that_restored_nothing_says_so_and_can_be_tried_again(tmp_path: Path) -> None:
+    root = workspace_with(tmp_path)
+    (root / "sub").mkdir()
+    (root / "sub" / "f").write_text("precious")
+    store = Checkpoints(tmp_path / "s.checkpoints", root)
+    model = FakeModel([calls(("move", {"path": "sub/f", "to": "moved/f"})), answer("done")])
+    await drain(agent_over(root, store, model), "move it")
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(tmp_path)
+    said = await store.apply(await plan(store))
+    assert said.startswith('/undo: nothing undone of turn 1 ("move it"); not done: moved/f: kept')
+    assert said.endswith("; /undo again once that is fixed")
+    assert (root / "moved" / "f").read_text() == "precious"
+    (root / "sub").unlink()  # fixed: the same /undo now goes through
+    said = await store.apply(await plan(store))
+    assert said == 'undid turn 1 ("move it"): restored 1 (sub/f), removed 1 (moved/f)'
+    assert (root / "sub" / "f").read_text() == "precious" and not (root / "moved").exists()
+
+
+async def test_undo_puts_a_file_back_into_the_folder_of_its_own_name(tmp_path: Path) -> None:
+    """x/f became the file x (same content): the file set aside frees x for the folder."""
+    root = workspace_with(tmp_path)
+    (root / "x").mkdir()
+    (root / "x" / "f").write_text("content")
+    store = Checkpoints(tmp_path / "s.checkpoints", root)
+    model = FakeModel(
+        [
+            calls(("move", {"path": "x/f", "to": "y"})),
+            calls(("move", {"path": "y", "to": "x"})),
+            answer("done"),
+        ]
+    )
+    await drain(agent_over(root, store, model), "flatten")
+    assert (root / "x").read_text() == "content"
+    said = await store.apply(await plan(store))
+    assert said == 'undid turn 1 ("flatten"): restored 1 (x/f), removed 1 (x)'
+    assert os.listdir(root) == ["x"] and os.listdir(root / "x") == ["f"]
+    assert (root / "x" / "f").read_text() == "content"
 
 
 async def test_files_past_the_caps_are_said_and_never_deleted_by_undo(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import stat
 import subprocess
 import sys
@@ -206,3 +207,42 @@ def test_undo_says_what_a_remote_server_did_cannot_be_undone(
                 r"\(remote › write_file\) cannot be undone",
             )
             term.leave()
+
+
+def words(text: str) -> str:
+    """A regex of `text` whose words may be wrapped onto the next line (rich wraps)."""
+    return r"\s+".join(re.escape(word) for word in text.split())
+
+
+def test_undo_keeps_a_moved_file_whose_folder_became_a_link_and_counts_only_what_it_did(
+    workspace: Path, terminals: list[Terminal], tmp_path: Path
+) -> None:
+    """A turn moved sub/f out and swapped the folder `sub` for a link out of the
+    workspace. /undo refuses to write through the link, so the moved copy is the only
+    one on disk: it stays, and the line says so instead of counting it restored."""
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "f").write_text("only copy\n")
+    (tmp_path / "outside").mkdir()
+    shell = "mkdir moved && mv sub/f moved/f && rmdir sub && ln -s ../outside sub"
+    script = [tool_calls(("local__bash", {"command": shell})), text("moved it")]
+    with ScriptedLLM(*script) as llm:
+        term = start(terminals, llm, workspace, "moved", "-y")
+        turn(term, "move f", "moved it")
+        assert (workspace / "sub").is_symlink()
+        mark = term.mark()
+        command(
+            term,
+            "/undo",
+            words(
+                "not done: moved/f: kept: the only copy on disk of sub/f, which was not "
+                "restored; sub/f: its folder is not a real folder inside the workspace; "
+                "not restored"
+            ),
+        )
+        shown = term.screen()[mark:]
+        assert re.search(r"turn\s+1\s+\(\"move\s+f\"\)", shown), shown
+        assert not re.search(r"restored\s+\d+\s+\([^)]*sub/f", shown), shown  # not counted
+        assert (workspace / "moved" / "f").read_text() == "only copy\n"
+        assert list((tmp_path / "outside").iterdir()) == []
+        term.leave()
+        llm.assert_complete()
