@@ -18,10 +18,12 @@ bundled server's file tools (agent.cli.acp_files). Documented in docs/programs.m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
 import re
+import stat
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -121,6 +123,7 @@ async def _serve(
     environ: dict[str, str],
     settings: Settings,
 ) -> int:
+    _check_pipes()
     stderr = SafeConsole(stderr=True, redact=settings.redactor(os.environ))
     async with anyio.create_task_group() as tg:
         agent = AcpAgent(opts, resolve, environ, tg, stderr, settings)
@@ -130,6 +133,18 @@ async def _serve(
         finally:
             agent.close_all()  # each session's task closes what it opened
     return 0
+
+
+def _check_pipes() -> None:
+    """The SDK reads stdin and writes stdout as pipes: a file there (`acp > log`,
+    `acp < requests`) is one line saying so, not the SDK's traceback."""
+    for fd, name in ((0, "stdin"), (1, "stdout")):
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError(
+                    f"acp: {name} is a file; the protocol runs over pipes: let the editor "
+                    "start it, or pipe it (`... | run_mcp.py acp | cat`)"
+                )
 
 
 @dataclass

@@ -7,6 +7,7 @@ lines too deep or too large (docs/security.md, the `acp` rows)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from acp import RequestError, text_block
 from acp.schema import AgentMessageChunk, ToolCallStart, UserMessageChunk
 
 from tests.cli.test_acp import SECRET, Editor, agent, files_server, offered, workspace
+from tests.support.cli import RUN_MCP, cli_env
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -282,3 +284,27 @@ async def test_a_line_too_deep_is_skipped_and_a_huge_one_is_cut(tmp_path: Path) 
     err = stderr_of(tmp_path)
     assert "Traceback" not in err and "RecursionError" not in err
     assert "corrupted" in err
+
+
+@pytest.mark.parametrize("where", ["stdin", "stdout"])
+def test_a_file_for_stdin_or_stdout_is_one_line_not_a_traceback(tmp_path: Path, where: str) -> None:
+    """`run_mcp.py acp > log` (or `< requests`), as someone trying it by hand does."""
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text('{"jsonrpc": "2.0", "id": 1, "method": "initialize"}\n')
+    out = tmp_path / "out.jsonl"
+    with requests.open() as given, out.open("w") as written:
+        done = subprocess.run(
+            [sys.executable, RUN_MCP, "acp"],
+            cwd=tmp_path,
+            env=cli_env(tmp_path, None, SECRET),
+            stdin=given if where == "stdin" else subprocess.DEVNULL,
+            stdout=written if where == "stdout" else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: acp: {where} is a file; the protocol runs over pipes: let the editor start "
+        "it, or pipe it (`... | run_mcp.py acp | cat`)"
+    ]
