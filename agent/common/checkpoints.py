@@ -32,6 +32,7 @@ from agent.common.snapshots import (
     FileState,
     Manifest,
     SnapshotStore,
+    prune_stores,
     write_private,
 )
 
@@ -79,6 +80,7 @@ class Checkpoints:
         exclude: tuple[Path, ...] = (),
     ) -> None:
         self.store = SnapshotStore(folder, root, caps, exclude)
+        prune_stores(folder.parent, folder)
         self.folder = folder
         self.redact = redact
         self.is_remote = is_remote
@@ -263,7 +265,10 @@ class Checkpoints:
         if plan.remote:
             line += "; " + _remote_note(plan.remote, plan.direction)
         if plan.uncovered:
-            line += f"; {plan.uncovered} file(s) were past the snapshot caps and are not restored"
+            line += (
+                f"; {plan.uncovered} file(s) the snapshots do not cover (past the caps, or "
+                "secret files such as .env) are not restored"
+            )
         return line
 
     def _load(self) -> None:

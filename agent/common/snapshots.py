@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import stat
 import subprocess
 import time
@@ -45,6 +46,67 @@ class Caps:
 
 
 DEFAULT_CAPS = Caps()
+
+# Rebuilt, not written by hand: environments and caches (a 26 MB `.venv` was copied into
+# the state folder once a session). A folder holding `pyvenv.cfg` is a virtualenv whatever
+# its name. Left out of every snapshot, silently; `/undo` says it cannot restore them.
+ENVIRONMENT_FOLDERS = frozenset(
+    {
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".cache",
+        "site-packages",
+    }
+)
+# What the sandbox hides in a home folder, as they sit in a workspace: keys and tokens are
+# never copied into the state folder (a snapshot is a copy that outlives the file).
+SECRET_NAMES = frozenset(
+    {
+        ".netrc",
+        ".npmrc",
+        ".pypirc",
+        ".git-credentials",
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+    }
+)
+SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx")
+_ENV_EXAMPLES = (".example", ".sample", ".template", ".dist")
+SECRET_REASON = "a secret file (keys, tokens: never copied into the state folder)"
+KEEP_STORES = 10  # the newest sessions' checkpoint stores kept in the sessions folder
+
+
+def secret_file(name: str) -> bool:
+    """Whether a file of this name holds secrets (`.env`, `.env.local`, keys), by name."""
+    if name in SECRET_NAMES or name.endswith(SECRET_SUFFIXES):
+        return True
+    return (name == ".env" or name.startswith(".env.")) and not name.endswith(_ENV_EXAMPLES)
+
+
+def environment_folder(path: Path, name: str) -> bool:
+    return name in ENVIRONMENT_FOLDERS or (path / "pyvenv.cfg").is_file()
+
+
+def prune_stores(sessions: Path, current: Path, keep: int = KEEP_STORES) -> None:
+    """Delete the checkpoint stores of all but the `keep` newest sessions (by when they
+    last changed): each session's store is a copy of the workspace's files, and ten runs
+    made ten copies. The current session's is never deleted."""
+    try:
+        stores = [p for p in sessions.glob("*.checkpoints") if p.is_dir() and p != current]
+        stores.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in stores[max(0, keep - 1) :]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -136,6 +198,9 @@ class SnapshotStore:
             st = self._lstat(path, dirs_ok)
             if st is None or not stat.S_ISREG(st.st_mode):
                 continue
+            if secret_file(path.rpartition("/")[2]):
+                manifest.skipped[path] = SECRET_REASON
+                continue
             old = cached.get(path)
             if old is not None and old.same_stat(st) and not _racy(st, racy_before):
                 manifest.files[path] = old
@@ -162,7 +227,8 @@ class SnapshotStore:
         """Relative paths (posix), sorted: git's view where the root is in a work tree."""
         listed = _git_files(self.root, max(1.0, min(GIT_TIMEOUT, deadline - time.monotonic())))
         if listed is not None:
-            return [p for p in listed if not self._excluded_path(p)], "git"
+            envs: dict[str, bool] = {}
+            return [p for p in listed if not self._left_out(p, envs)], "git"
         return self._walk(deadline), "walk"
 
     def _walk(self, deadline: float) -> list[str]:
@@ -171,11 +237,31 @@ class SnapshotStore:
         for top, dirs, files in os.walk(self.root, followlinks=False):
             rel = os.path.relpath(top, self.root)
             prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            dirs[:] = sorted(d for d in dirs if d != ".git" and not self._excluded_path(prefix + d))
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if d != ".git"
+                and not self._excluded_path(prefix + d)
+                and not environment_folder(Path(top, d), d)
+            )
             found += (p for name in sorted(files) if not self._excluded_path(p := prefix + name))
             if len(found) >= limit or time.monotonic() > deadline:
                 break
         return sorted(found)
+
+    def _left_out(self, path: str, envs: dict[str, bool]) -> bool:
+        """A path git lists that no snapshot copies: the agent's own, or in an environment
+        or cache folder (`envs` remembers each folder's answer)."""
+        if self._excluded_path(path):
+            return True
+        parts = path.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            if folder not in envs:
+                envs[folder] = environment_folder(self.root / folder, parts[depth - 1])
+            if envs[folder]:
+                return True
+        return False
 
     def _lstat(self, path: str, dirs_ok: dict[str, bool]) -> os.stat_result | None:
         """The file's own stat, if its folder really is inside the root (a folder replaced

@@ -16,6 +16,7 @@ import os
 import platform
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -328,7 +329,8 @@ def checkpoints(settings: Settings, registry: ToolRegistry, saved: Loaded) -> Ch
         settings.workspace,
         redact=registry.redact,
         is_remote=is_remote,
-        exclude=(settings.state_dir,),
+        # The sandbox's stand-ins for protected names are not the user's files.
+        exclude=(settings.state_dir, *(Path(p) for p in settings.sandbox_placeholders)),
     )
 
 

@@ -211,7 +211,7 @@ async def test_files_past_the_caps_are_said_and_never_deleted_by_undo(tmp_path: 
         "1 file of the workspace not snapshotted (larger than the size cap" in n for n in notices
     )
     said = await store.apply(await plan(store))
-    assert "restored 1 (small)" in said and "past the snapshot caps" in said
+    assert "restored 1 (small)" in said and "the snapshots do not cover (past the caps" in said
     assert (root / "big").exists() and (root / "huge").exists()  # unknown before: left alone
 
 
@@ -265,3 +265,43 @@ def test_a_repository_s_fsmonitor_hook_is_never_run(tmp_path: Path) -> None:
     manifest = store.store.snapshot(None)
     assert manifest.lister == "git" and sorted(manifest.files) == ["a"]
     assert not (tmp_path / "hook-ran").exists()
+
+
+async def test_environments_caches_and_secret_files_are_not_copied_and_undo_says_so(
+    tmp_path: Path,
+) -> None:
+    """Issue 41 #9: a workspace's `.venv` (and any folder holding `pyvenv.cfg`),
+    `node_modules` and caches were copied into the state folder once a session, and `.env`
+    and keys with them; none is copied now, and `/undo` says what it does not restore."""
+    root = workspace_with(tmp_path, a="a", **{".env": "TOKEN=sk-live-1", "key.pem": "PRIVATE"})
+    for folder in (".venv/lib", "myenv/lib", "node_modules/x", "pkg/__pycache__"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "f.txt").write_text(f"content of {folder}")
+    (root / "myenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (root / ".env.example").write_text("TOKEN=")
+    folder = tmp_path / "s.checkpoints"
+    store = Checkpoints(folder, root)
+    step = calls(("write", {"path": "a", "text": "b"}), ("write", {"path": ".env", "text": "X"}))
+    events = await drain(agent_over(root, store, FakeModel([step, answer("done")])), "write")
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert any("2 files of the workspace not snapshotted (a secret file" in n for n in notices)
+    copied = [p.read_bytes() for p in (folder / "objects").rglob("*") if p.is_file()]
+    assert b"TOKEN=sk-live-1" not in copied and b"PRIVATE" not in copied
+    assert not any(c.startswith(b"content of") for c in copied), copied
+    assert b"TOKEN=" in copied  # an example file is no secret
+    said = await store.apply(await plan(store))
+    assert "restored 1 (a)" in said and "secret files such as .env) are not restored" in said
+    assert (root / ".env").read_text() == "X"  # never touched by /undo
+
+
+def test_only_the_newest_sessions_keep_their_checkpoints(tmp_path: Path) -> None:
+    """Each session's store is a copy of the workspace: ten runs made ten copies. Opening
+    a session keeps the stores of the ten newest (its own included) and deletes the rest."""
+    sessions = tmp_path / "sessions"
+    for n in range(12):
+        old = sessions / f"2026-{n:02d}.checkpoints"
+        old.mkdir(parents=True)
+        os.utime(old, (1_000_000 + n, 1_000_000 + n))
+    Checkpoints(sessions / "now.checkpoints", workspace_with(tmp_path))
+    kept = sorted(p.name for p in sessions.glob("*.checkpoints"))
+    assert kept == [f"2026-{n:02d}.checkpoints" for n in range(3, 12)]  # 9 old + this one
