@@ -179,6 +179,9 @@ def find_session(state_dir: Path, session: str, workspace: Path | None = None) -
                 "--resume ID continues one"
             )
         return here[0].path
+    # A serve `session_id` is the transcript's id, a dot and a secret (never on disk):
+    # the part before the dot names the file.
+    session = session.split(".", 1)[0]
     matches = [f for f in files if f.stem.startswith(session)]
     if len(matches) != 1:
         what = "no session matches" if not matches else f"{len(matches)} sessions match"

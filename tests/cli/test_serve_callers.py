@@ -105,12 +105,16 @@ def test_a_session_id_is_unguessable_and_names_its_transcript(tmp_path: Path) ->
     assert len(key) >= 22 and key != second.partition(".")[2]  # base64url: >= 132 bits
     saved = {p.stem for p in (tmp_path / "state" / "sessions").glob("*.jsonl")}
     assert transcript in saved and key not in "".join(saved)
-    with ScriptedLLM(text("4711")) as llm:
-        proc = run_cli(["--resume", transcript, "-p", "the code?"], tmp_path, base_url=llm.base_url)
-        llm.assert_complete()
-    assert proc.returncode == 0, proc.stderr
-    said = [m.get("content") for m in llm.requests[0]["messages"]]
-    assert said[-3:] == ["the code is 4711", "noted", "the code?"]
+    for resume in (transcript, first):  # the part before the dot, or the whole session_id
+        with ScriptedLLM(text("4711")) as llm:
+            argv = ["--resume", resume, "-p", "the code?"]
+            proc = run_cli(argv, tmp_path, base_url=llm.base_url)
+            llm.assert_complete()
+        assert proc.returncode == 0, proc.stderr
+        said = [m.get("content") for m in llm.requests[0]["messages"]]
+        assert said[-1] == "the code?" and said.index("the code is 4711") == len(said) - (
+            3 if resume == transcript else 5
+        ), said
 
 
 def test_another_http_caller_cannot_read_or_continue_a_conversation(tmp_path: Path) -> None:
