@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import json
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
@@ -40,6 +39,7 @@ from mcp import MCPError
 from agent.apps import pages, policy
 from agent.apps.bridge import REFUSED, AppError, AppView, error_result, result_wire
 from agent.apps.http import LOOPBACK, LoopbackServer, Request, Response
+from agent.common import json_limits
 from agent.loop.gate import ToolGate
 from agent.tools.base import ToolServer
 from agent.tools.catalog import Catalog
@@ -309,7 +309,7 @@ class AppHost:
             return self._host_page(view)
         if action == "send" and request.method == "POST":
             try:
-                message = json.loads(request.body)
+                message = json_limits.loads(request.body)
             except ValueError:
                 return Response.text(400, "not JSON")
             assert self._tg is not None

@@ -26,10 +26,11 @@ import anyio
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from agent.cli.stream_input import TooDeep, load_json_line
 from agent.cli.subcommands import run_session, session_command_app
 from agent.cli.trust_command import settle
 from agent.common.errors import ConfigError
+from agent.common.json_limits import TooDeep
+from agent.common.json_limits import loads as load_json_line
 from agent.common.redact import Redactor
 from agent.common.text import valid_unicode
 from agent.config.settings import Settings

@@ -21,8 +21,10 @@ import anyio
 from anyio import from_thread, lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
+from agent.common.json_limits import TooDeep
+from agent.common.json_limits import loads as load_json_line
+
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one message; a longer line is skipped with an error
-MAX_DEPTH = 64  # lists and objects in one line; a message is ~4 deep
 QUEUED_LINES = 64  # read ahead of the turns; past it the reader waits (the pipe fills)
 
 
@@ -79,38 +81,6 @@ def parse_line(raw: bytes, number: int) -> InputLine:
     return InputError(
         f"line {number}: unknown type {kind!r}: expected 'user' or 'control_request'", number
     )
-
-
-class TooDeep(ValueError):
-    """A line whose lists and objects nest deeper than MAX_DEPTH."""
-
-
-def load_json_line(line: str | bytes) -> Any:
-    """`json.loads` for a line another program wrote. Nesting a thousand deep makes the
-    parser raise RecursionError, which no `except ValueError` catches (it ended the reader
-    thread, or the batch, with a traceback); nesting just short of that parses, and then
-    the redactor or the echo recurses through it. Both are TooDeep, a ValueError like
-    json's own errors, so the caller reports that line and goes on."""
-    try:
-        data = json.loads(line)
-    except RecursionError:
-        raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels") from None
-    if _deeper_than(data, MAX_DEPTH):
-        raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels")
-    return data
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether lists and objects nest more than `limit` deep (walked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def _user_turn(message: Any, number: int) -> InputLine:

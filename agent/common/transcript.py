@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from agent.common import json_limits
 from agent.common.errors import ConfigError
 from agent.common.images import (
     ImageBudget,
@@ -381,7 +382,7 @@ def _first_request(path: Path, limit: int = 200) -> str:
     with contextlib.suppress(OSError), path.open(encoding="utf-8", errors="replace") as fh:
         for _, line in zip(range(limit), fh, strict=False):
             with contextlib.suppress(ValueError, AttributeError):
-                message = json.loads(line).get("message") or {}
+                message = json_limits.loads(line).get("message") or {}
                 if message.get("role") == "user" and isinstance(message.get("content"), str):
                     return str(message["content"])
     return ""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.common import json_limits
 from agent.common.errors import ConfigError
 from agent.config import yaml_lite
 
@@ -83,12 +84,14 @@ def client_of_path(path: Path) -> str | None:
 def parse_json(text: str, path: Path) -> Any:
     """JSON, or JSON with comments and trailing commas (Zed, opencode, VS Code write it)."""
     try:
-        return json.loads(text)
+        return json_limits.loads(text)
+    except json_limits.TooDeep as exc:
+        raise ConfigError(f"{path}: {exc.msg}") from None
     except json.JSONDecodeError as exc:
         first = exc
     stripped = _JSONC_TOKEN.sub(lambda m: m.group(0) if m.group(0)[0] == '"' else "", text)
     try:
-        return json.loads(stripped)
+        return json_limits.loads(stripped)
     except json.JSONDecodeError:
         raise ConfigError(f"{path}: invalid JSON at line {first.lineno}: {first.msg}") from None
 

@@ -34,6 +34,7 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
+from agent.common import json_limits
 from agent.config.server_env import server_env
 from agent.extensions.hook_files import Hook, HookSet
 from agent.tools.results import Observation, strip_marker
@@ -382,7 +383,7 @@ def _read_stdout(event: str, stdout: str, who: str) -> _Answer:
     reply: Any = None
     if text.startswith("{"):
         try:
-            reply = json.loads(text)
+            reply = json_limits.loads(text)
         except json.JSONDecodeError:
             reply = None
     if not isinstance(reply, dict):

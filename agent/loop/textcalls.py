@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable, Container, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from agent.common import json_limits
 from agent.loop.events import Event, ModelRetry, TextDelta
 from agent.model.model_types import ChatModel, Reply, RetryNotice, ToolCall
 from agent.tools.results import without_envelope_tags
@@ -104,7 +105,7 @@ class Untrusted:
         if body in flat:
             return True
         try:
-            arguments = json.loads(call.arguments or "{}")
+            arguments = json_limits.loads(call.arguments or "{}")
         except json.JSONDecodeError:
             return False
         pairs = list(_leaf_pairs(arguments)) if isinstance(arguments, dict) else []
@@ -491,7 +492,7 @@ def to_text_mode(
 
 def _written_call(function: dict[str, Any], family: Family) -> str:
     try:
-        arguments = json.loads(function.get("arguments") or "{}")
+        arguments = json_limits.loads(function.get("arguments") or "{}")
     except json.JSONDecodeError:
         arguments = {}
     body = json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False)

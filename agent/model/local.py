@@ -16,12 +16,13 @@ look off altogether.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+
+from agent.common import json_limits
 
 # The usual ports, in the order they are preferred when several answer.
 LOCAL_SERVERS: dict[int, str] = {
@@ -124,7 +125,7 @@ def _models(base_url: str) -> tuple[str, ...] | None:
         with opener.open(f"{base_url}/models", timeout=PROBE_TIMEOUT) as response:
             if response.status != 200:
                 return None
-            body = json.loads(response.read(MAX_MODELS_BODY))
+            body = json_limits.loads(response.read(MAX_MODELS_BODY))
     except (OSError, ValueError):  # refused, timed out, HTTP error, not JSON
         return None
     data = body.get("data") if isinstance(body, dict) else None

@@ -15,6 +15,7 @@ from typing import Any
 
 import mcp.types as types
 
+from agent.common import json_limits
 from agent.model.model_types import Reply
 
 CAPABILITY = types.SamplingCapability(tools=types.SamplingToolsCapability())
@@ -109,7 +110,7 @@ def result_with_tools(reply: Reply, names: dict[str, str], model: str) -> Any:
     content: list[Any] = [types.TextContent(text=reply.content)] if reply.content else []
     for call in reply.tool_calls:
         try:
-            arguments = json.loads(call.arguments or "{}")
+            arguments = json_limits.loads(call.arguments or "{}")
         except json.JSONDecodeError:
             arguments = {"_unparsed": call.arguments}
         if not isinstance(arguments, dict):

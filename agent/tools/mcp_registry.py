@@ -27,7 +27,6 @@ one ConfigError line.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.parse
@@ -37,6 +36,7 @@ from typing import Any
 
 import httpx2
 
+from agent.common import json_limits
 from agent.common.errors import ConfigError
 from agent.config.server_env import is_loader_variable
 
@@ -163,14 +163,11 @@ class Registry:
             f"registry {self.base}: {path} answered JSON nested deeper than {MAX_DEPTH} levels"
         )
         try:
-            doc = json.loads(body)
-        except RecursionError:
+            return json_limits.loads(body, MAX_DEPTH)
+        except json_limits.TooDeep:
             raise too_deep from None
         except ValueError:
             raise ConfigError(f"registry {self.base}: {path} did not answer JSON") from None
-        if _deeper_than(doc, MAX_DEPTH):
-            raise too_deep
-        return doc
 
     def search(self, query: str, limit: int = 20) -> list[Found]:
         """The latest version of each server whose name holds `query`."""
@@ -204,19 +201,6 @@ def _same_or_upgrade(url: httpx2.URL, target: httpx2.URL) -> bool:
     """The same scheme and port, or http moving to https (never https down to http)."""
     upgrade = url.scheme == "http" and target.scheme == "https"
     return upgrade or (target.scheme, target.port) == (url.scheme, url.port)
-
-
-def _deeper_than(doc: Any, limit: int) -> bool:
-    """Whether lists and objects nest more than `limit` deep (walked without recursion)."""
-    stack = [(doc, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict | list):
-            if depth > limit:
-                return True
-            children = value.values() if isinstance(value, dict) else value
-            stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def _found(server: Mapping[str, Any]) -> Found:

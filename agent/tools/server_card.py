@@ -15,13 +15,13 @@ connection fails too, the error names the card locations tried.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx2
 
+from agent.common import json_limits
 from agent.config.settings import ServerConfig
 from agent.tools.server_errors import ConnectProblem
 
@@ -132,7 +132,7 @@ async def _get(http: httpx2.AsyncClient, url: str, lookup: Lookup) -> Any:
     except httpx2.HTTPError:
         raise _Unreachable from None
     try:
-        return json.loads(body)
+        return json_limits.loads(body)
     except ValueError:
         raise ConnectProblem(f"server card {url} is not valid JSON") from None
 

@@ -10,12 +10,13 @@ with the parse error instead of silence.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
+
+from agent.common import json_limits
 
 # A JSON string (escapes kept, not decoded), a structural character, or a bare scalar.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]|[^\s"\[\]{}:,]+')
@@ -84,6 +85,6 @@ def _decode(token: str | None) -> Any:
     if token is None:
         return None
     try:
-        return json.loads(token)
+        return json_limits.loads(token)
     except ValueError:
         return None

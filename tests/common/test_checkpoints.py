@@ -274,9 +274,9 @@ async def test_environments_caches_and_secret_files_are_not_copied_and_undo_says
     `node_modules` and caches were copied into the state folder once a session, and `.env`
     and keys with them; none is copied now, and `/undo` says what it does not restore."""
     root = workspace_with(tmp_path, a="a", **{".env": "TOKEN=sk-live-1", "key.pem": "PRIVATE"})
-    for folder in (".venv/lib", "myenv/lib", "node_modules/x", "pkg/__pycache__"):
-        (root / folder).mkdir(parents=True)
-        (root / folder / "f.txt").write_text(f"content of {folder}")
+    for inner in (".venv/lib", "myenv/lib", "node_modules/x", "pkg/__pycache__"):
+        (root / inner).mkdir(parents=True)
+        (root / inner / "f.txt").write_text(f"content of {inner}")
     (root / "myenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (root / ".env.example").write_text("TOKEN=")
     folder = tmp_path / "s.checkpoints"
