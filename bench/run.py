@@ -172,6 +172,7 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     rows += attempt("batch_parallel", lambda: batch_bench.batch_vs_sequential(smoke))
     rows += attempt("snapshots", lambda: snapshots.snapshot_cost(smoke))
     rows += attempt("sandbox", lambda: sandbox_bench.sandbox_cost(smoke))
+    rows += attempt("sandbox_filter", lambda: sandbox_bench.filter_cost(smoke))
     comparisons: list[Comparison] = []
     try:
         comparisons.append(measures.fast_agent(state["startup"], 3, smoke))

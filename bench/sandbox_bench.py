@@ -10,12 +10,14 @@ the hidden secrets), the exit, the reply. Needs bwrap (Debian's bubblewrap).
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import anyio
 
-from agent.common.sandbox import unavailable
+from agent.common import seccomp
+from agent.common.sandbox import Policy, bwrap_argv, unavailable
 from agent.config.build import BUNDLED_MAIN, bundled_server
 from agent.config.sandbox import resolve
 from agent.config.settings import SandboxSettings, ServerConfig
@@ -24,6 +26,7 @@ from bench.measures import Row, workdir
 from bench.timing import median
 
 TARGET = 5.0  # sandboxed / unsandboxed per call (bwrap's namespaces and mounts: ~10 ms)
+FILTER_TARGET = 1.5  # bwrap started with the unix-socket filter / without it
 
 
 def _servers(ws: Path) -> tuple[ServerConfig, ServerConfig]:
@@ -89,6 +92,46 @@ def sandbox_cost(smoke: bool) -> list[Row]:
     ]
 
 
+def _spawn_times(with_filter: list[str], without: list[str], runs: int) -> tuple[list[float], ...]:
+    """Wall times of the two command lines, run alternately."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for n in range(runs + 2):  # two warm-up rounds, not counted
+        for argv, kept in ((with_filter, times[0]), (without, times[1])):
+            started = time.perf_counter()
+            subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+            if n >= 2:
+                kept.append(time.perf_counter() - started)
+    return times
+
+
+def filter_cost(smoke: bool) -> list[Row]:
+    """What the seccomp filter (no unix sockets without network) adds to a sandboxed
+    command: the same bwrap line started through the filter's trampoline and without it."""
+    if (problem := unavailable()) is not None or not seccomp.supported():
+        raise RuntimeError(f"the filter cannot be measured here: {problem or 'no filter'}")
+    runs = 5 if smoke else 40
+    with workdir("sandbox-filter") as tmp:
+        policy = Policy(workspace=str(tmp))
+        filtered = bwrap_argv(policy, ["/bin/true"])
+        plain = filtered[filtered.index(policy.bwrap) :]  # the bwrap line itself
+        plain.remove("--seccomp")
+        plain.remove(str(seccomp.FD))
+        with_filter, without = _spawn_times(filtered, plain, runs)
+    ours, base = median(with_filter), median(without)
+    return [
+        Row(
+            "sandbox_filter",
+            "a sandboxed `true` started with the unix-socket filter vs without it",
+            "ms",
+            ours * 1000,
+            base * 1000,
+            "ratio",
+            FILTER_TARGET,
+            {"runs": runs},
+        )
+    ]
+
+
 if __name__ == "__main__":
-    for row in sandbox_cost(smoke=False):
+    for row in [*sandbox_cost(smoke=False), *filter_cost(smoke=False)]:
         print(row.label, f"{row.ours:.2f} ms", f"{row.baseline:.2f} ms", f"{row.value:.2f}x")

@@ -48,6 +48,7 @@ MEASUREMENTS = {
     "snapshot_first",
     "snapshot_second",
     "sandbox_call",
+    "sandbox_filter",
     "batch_parallel",
 }
 COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
