@@ -71,6 +71,17 @@ def estimate_tokens(value: Any) -> int:
 
 
 @dataclass(frozen=True)
+class PromptFile:
+    """A file whose text is in the system prompt (an instructions file: AGENTS.md), as
+    /memory shows it (agent/extensions/instructions.py reads them)."""
+
+    path: str
+    size: int  # bytes on disk
+    kept: int  # bytes of it in the prompt: fewer than `size` means it was cut, with a note
+    problem: str = ""  # why it could not be read (then none of it is in the prompt)
+
+
+@dataclass(frozen=True)
 class Fitted:
     """One request's messages, and how much older history was left out to fit."""
 
@@ -87,6 +98,7 @@ class Memory:
     messages: list[Message] = field(default_factory=list)
     sink: Callable[[Message], None] | None = None  # the transcript: sees every message added
     marker: Callable[..., None] | None = None  # the transcript's other records (compaction)
+    files: tuple[PromptFile, ...] = ()  # the instructions files in the system prompt
     # id(message) -> (message, tokens): messages are never edited once added, so each is
     # estimated once instead of re-serialising the whole history at every step.
     _costs: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False)
@@ -106,13 +118,20 @@ class Memory:
 
     @classmethod
     def with_instructions(
-        cls, base: str | None, instructions: dict[str, str], environment: str = ""
+        cls,
+        base: str | None,
+        instructions: dict[str, str],
+        environment: str = "",
+        agents_md: str = "",
     ) -> Memory:
-        """System prompt, where it runs (`environment`), and each server's MCP
+        """System prompt, the instructions files' section (`agents_md`: the user's and the
+        project's AGENTS.md), where it runs (`environment`), and each server's MCP
         `instructions`, marked by server."""
         prompt = base or DEFAULT_SYSTEM_PROMPT
         if base:  # the one statement the short envelopes and markers rely on
             prompt = f"{prompt.rstrip()}\n\n{UNTRUSTED_STATEMENT}"
+        if agents_md:
+            prompt = f"{prompt.rstrip()}\n\n{agents_md.strip()}\n"
         if environment:
             prompt = f"{prompt.rstrip()}\n\n{environment}"
         for server, text in instructions.items():

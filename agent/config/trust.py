@@ -15,8 +15,11 @@ it). "Never" is remembered too: the REPL stops asking.
 
 A remembered "yes" is kept with a digest of each of the folder's files (and of the envFiles
 in it that servers read) and the lines the question showed: trust is given to what the
-files were, not to the path. When they change (a hook added, a server's command edited)
-the folder is untrusted again until the user answers once more, shown what changed. Each
+files were, not to the path. When they change (a hook added, a server's command edited,
+an `AGENTS.md` written) the folder is untrusted again until the user answers once more,
+shown what changed. Its instructions files (agent/config/instruction_files.py: its own and
+its parents' up to the project's root) are among its files: they become the model's
+instructions, prompt text the folder's authors control. Each
 file is read with the agent's own reader (a `.vscode/mcp.json` with comments as VS Code
 writes it); a "yes" for a file the question cannot read is refused: it was not shown.
 
@@ -44,6 +47,7 @@ from agent.common.redact import PATTERNS_ONLY
 from agent.config.clients import read_client_file
 from agent.config.dialects import Dialects, read_env_file
 from agent.config.files import PROJECT_CLIENT_FILES, env_overrides, from_file, user_config_dir
+from agent.config.instruction_files import said_in_question, workspace_files
 from agent.config.server_env import is_loader_variable
 
 TRUST_ENV = "MCP_AGENT_TRUST_WORKSPACE"
@@ -86,6 +90,8 @@ class Trust:
     # Trusted once, but these files changed since (added, edited or removed) ...
     changed: tuple[str, ...] = ()
     was: tuple[str, ...] = ()  # ... and what the question showed when it was trusted
+    # Its instructions files (AGENTS.md...), relative: `../AGENTS.md` is its parent's.
+    instructions: tuple[str, ...] = ()
 
     def unread(self, *, named_settings: Path | None, named_servers: Path | None) -> tuple[str, ...]:
         """The files left unread because the folder is not trusted: none when it is, nor
@@ -96,7 +102,11 @@ class Trust:
             return ()
         named = {"settings": named_settings, "servers": named_servers}
         own = tuple(f for f in self.files if named.get(WORKSPACE_FILES[f]) is None)
-        return own + self.env_files
+        return own + self.instructions + self.env_files
+
+    def all_files(self) -> tuple[str, ...]:
+        """Every file of it the agent would read once trusted, as the question lists them."""
+        return (*self.files, *self.instructions, *self.env_files)
 
 
 @dataclass(frozen=True)
@@ -143,8 +153,12 @@ def decide(
     """
     key = real(folder)
     present = tuple(name for name in WORKSPACE_FILES if (key / name).exists())
+    instructions = tuple(os.path.relpath(path, key) for path in workspace_files(key))
+    # settle() hands back every unread file that is not one of WORKSPACE_FILES as envFiles
+    env_files = tuple(name for name in env_files if name not in instructions)
     remembered = load_store(state_dir).get(str(key))
-    digests = tuple((name, _digest(key / name)) for name in (*present, *env_files))
+    names = (*present, *instructions, *env_files)
+    digests = tuple((name, _digest(key / name)) for name in names)
     kept = load_contents(state_dir).get(str(key), {}) if remembered == "trust" else {}
     before, now = kept.get("files", {}), dict(digests)
     changed = tuple(sorted(n for n in {*before, *now} if before.get(n) != now.get(n)))
@@ -167,6 +181,7 @@ def decide(
         digests,
         changed if remembered == "trust" else (),
         was,
+        instructions,
     )
 
 
@@ -312,7 +327,7 @@ def hint(
 ) -> str:
     """The one stderr line of a run that leaves the folder's files unread (`shown`: the
     question's reading of them; one it cannot read must be fixed before any trust)."""
-    files = ", ".join((*trust.files, *trust.env_files))
+    files = ", ".join(trust.all_files())
     why = "you chose never to trust this folder" if trust.never else "this folder is not trusted"
     again = ""
     if trust.changed:
@@ -351,7 +366,11 @@ def question(trust: Trust, environ: Mapping[str, str]) -> Question:
     """
     lines: list[str] = []
     unreadable: list[tuple[str, str]] = []
-    kinds = [*((n, WORKSPACE_FILES[n]) for n in trust.files), *((n, None) for n in trust.env_files)]
+    kinds = [
+        *((n, WORKSPACE_FILES[n]) for n in trust.files),
+        *((n, "instructions") for n in trust.instructions),
+        *((n, None) for n in trust.env_files),
+    ]
     for name, kind in kinds:
         try:
             lines += [f"{name}: {line}" for line in _file_lines(trust, name, kind, environ)]
@@ -371,6 +390,8 @@ def _file_lines(trust: Trust, name: str, kind: str | None, environ: Mapping[str,
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read
             return ["not a regular file (the agent does not read it)"]
+        if kind == "instructions":  # read in part when big (agent/extensions/instructions.py)
+            return [said_in_question(path, info.st_size, _short)]
         if info.st_size > HASHED_BYTES:
             raise _CannotShow(f"too big to show: {info.st_size} bytes")  # nor digested whole
         if kind is None:

@@ -33,6 +33,7 @@ from agent.common.transcript import Loaded, Transcript, find_session, load
 from agent.config.sandbox import unsandboxed_warning
 from agent.config.settings import Settings
 from agent.extensions.hook_files import HookSet
+from agent.extensions.instructions import load_instructions
 from agent.extensions.skills import Skills, merged_tools, open_skills
 from agent.extensions.telemetry_open import open_telemetry
 from agent.loop.approval import ApprovalPolicy, AskFn, ToolRules
@@ -274,9 +275,11 @@ def build_agent(
     skills: Skills | None = None,
     hookset: HookSet | None = None,
 ) -> Agent:
+    files = load_instructions(settings, os.environ)  # AGENTS.md: the user's, a trusted project's
     memory = Memory.with_instructions(
-        settings.agent.system_prompt, registry.instructions(), environment(registry)
+        settings.agent.system_prompt, registry.instructions(), environment(registry), files.text
     )
+    memory.files = files.files
     memory.messages.extend(saved.messages)
     memory.sink = saved.transcript.append
     memory.marker = saved.transcript.mark

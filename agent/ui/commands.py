@@ -35,7 +35,7 @@ from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from agent.tools.sandbox import runs_under
 from agent.tools.toolspec import ToolSpec
-from agent.ui import listings, skill_commands
+from agent.ui import instructions_commands, listings, skill_commands
 from agent.ui.layout import Column, print_path, show_table
 from agent.ui.listings import find_tools
 from agent.ui.render import EventRenderer
@@ -174,7 +174,13 @@ class SlashCommands:
             ),
             Command("undo", "restore the files the last turn changed (again: earlier)", self._undo),
             Command("redo", "re-apply the changes /undo took back", self._redo),
+            *(Command(*row) for row in self._instructions_table()),
         )
+
+    def _instructions_table(self) -> tuple[tuple[str, str, Handler], ...]:
+        """/memory and /init (agent/ui/instructions_commands.py)."""
+        memory, question, turn = self.agent.memory, self.question, self.run_turn
+        return instructions_commands.table(self.console, memory, self.settings, question, turn)
 
     def _login_and_app_commands(self) -> tuple[Command, ...]:
         return (
