@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from pydantic import ValidationError
 
 from agent.cli.trust_command import settle, trust_app
 from agent.cli.usage_errors import is_usage_error, usage_message
@@ -92,13 +93,17 @@ def cli_server(
 
 
 def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
-    server = cli_server(
-        opts["connection"],
-        opts["server_url"],
-        opts["server_command"],
-        opts["header"],
-        opts["server_name"],
-    )
+    try:
+        server = cli_server(
+            opts["connection"],
+            opts["server_url"],
+            opts["server_command"],
+            opts["header"],
+            opts["server_name"],
+        )
+    except ValidationError as exc:  # ServerConfig's rules for a name: not blank, not 'agent'
+        said = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"--server-name {opts['server_name']!r}: {said}") from None
     flags = {
         "llm": {"model": opts["model"], "base_url": opts["base_url"]},
         "agent": {

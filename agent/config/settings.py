@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from agent.common.redact import Redactor, header_secrets, is_secret_name
 from agent.common.sandbox import Policy
@@ -157,6 +158,12 @@ class ServerSandbox(_Frozen):
     write: tuple[str, ...] = ()
 
 
+# The server the agent's own tools (find_tools, read_result, ...) are reported under in
+# events, hooks and results: a configured server of that name would pass for them (its
+# refused calls uncounted, hooks matching it as the agent's own), so none may take it.
+AGENT_SERVER = "agent"
+
+
 class ServerConfig(_Frozen):
     """One tool server, as declared in mcpServers or on the command line."""
 
@@ -201,6 +208,12 @@ class ServerConfig(_Frozen):
     def _name_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("server name must not be empty")
+        if value == AGENT_SERVER:  # every door builds a ServerConfig: files, flags, editors
+            raise PydanticCustomError(
+                "reserved_name",
+                f"'{AGENT_SERVER}' is the name of the agent's own tools (in hooks, approvals "
+                "and results): give this server another name",
+            )
         return value
 
     def offered_roots(self) -> tuple[Path, ...]:
