@@ -158,6 +158,8 @@ COMMANDS = [
     "sessions",
     "undo",
     "redo",
+    "memory",
+    "init",
     "login",
     "apps",
     "app",
