@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
 import json
 import math
 import os
@@ -35,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlparse
 
 import anyio
 import typer
@@ -55,6 +55,7 @@ from mcp.types import (
 from pydantic import BaseModel, Field, ValidationError
 
 from agent import __version__
+from agent.cli.serve_http import Listener, is_loopback, listen, serve_http
 from agent.cli.serve_tasks import ServeTasks, Task, caller_of
 from agent.cli.subcommands import run_session, session_command_app
 from agent.cli.trust_command import settle
@@ -65,11 +66,13 @@ from agent.loop.approval import ApprovalRequest, Decision
 from agent.loop.events import Event, StepStarted, ToolCallFinished, ToolCallStarted
 from agent.loop.react import Agent
 from agent.session.startup import (
+    LOCAL_HOSTS,
     Session,
     Unavailable,
     expand_refs,
     open_script_session,
     prepare_session,
+    with_local_server,
 )
 from agent.ui.output import RunRecord, server_states
 from agent.ui.safe import SafeConsole
@@ -79,7 +82,6 @@ ANSWER_WAIT = 600.0  # seconds a caller has to answer an approval before it is a
 STOP_WAIT = 10.0  # seconds tasks/cancel waits for the turn (and its tool calls) to end
 MAX_SHOWN_ARGUMENTS = 2000  # characters of a call's arguments an approval question shows
 SERVE_KEYS = ("answer", "status", "session_id", "tool_calls", "usage")
-LOOPBACK = frozenset({"localhost"})
 # Why a tool server's own form (elicitation) is declined under serve.
 SERVE_CANNOT_ANSWER = "serve does not pass a tool server's forms on to its caller"
 
@@ -116,15 +118,6 @@ def serve_app(run: Callable[..., None], resolve: Callable[..., Settings]) -> typ
         "Serve the agent as an MCP server (stdio, or --http PORT): its tool `ask` runs a "
         "prompt and returns the answer; a session_id continues a conversation.",
     )
-
-
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def run_serve(
@@ -539,6 +532,22 @@ async def _serve(settings: Settings, http: int | None, host: str) -> int:
             highlight=False,
             style="yellow",
         )
+    # The port first: a busy one ends serve before any server starts or the model is sought.
+    listener = listen(host, http) if http is not None else None
+    try:
+        return await _serve_on(settings, stderr, host, listener)
+    finally:
+        if listener is not None:
+            listener.close()
+
+
+async def _serve_on(
+    settings: Settings, stderr: SafeConsole, host: str, listener: Listener | None
+) -> int:
+    """serve's session, on stdio or (with `listener`) over streamable HTTP."""
+    settings = with_local_server(settings, stderr)
+    if (missing := missing_model(settings)) is not None:
+        raise ConfigError(missing)
     prepared = prepare_session(settings, stderr, None, stderr)
     unavailable: str | None = None
     try:
@@ -549,10 +558,10 @@ async def _serve(settings: Settings, http: int | None, host: str) -> int:
                 conversations = Conversations(session, stderr, tg)
                 try:
                     server = build_serve_server(conversations)
-                    if http is None:
+                    if listener is None:
                         await server.run_stdio_async()
                     else:
-                        await server.run_streamable_http_async(host=host, port=http)
+                        await serve_http(server, host, listener, stderr)
                 finally:
                     tg.cancel_scope.cancel()  # turns still running end with the server
                     with anyio.CancelScope(shield=True):
@@ -574,3 +583,20 @@ def _drop_unused(path: Path) -> None:
     with contextlib.suppress(OSError):
         if len(path.read_bytes().splitlines()) <= 1:
             path.unlink()
+
+
+def missing_model(settings: Settings) -> str | None:
+    """Why serve has no model (the start-up's own test: agent.session.startup.make_model),
+    said as what a client's entry must pass: a client that starts serve as a stdio server
+    gives it only the variables the entry's `env` names (`run_mcp.py` does), and shows
+    this line as the server's last words."""
+    llm = settings.llm
+    if llm.api_key or urlparse(llm.base_url or "").hostname in LOCAL_HOSTS:
+        return None
+    return (
+        "serve has no model: OPENAI_API_KEY is not set for it"
+        + ("" if llm.base_url else " (nor OPENAI_BASE_URL, nor a local model server found)")
+        + '; started by a client, it gets only what its entry passes: add "env": '
+        '{"OPENAI_API_KEY": "${OPENAI_API_KEY:-}", "OPENAI_BASE_URL": "${OPENAI_BASE_URL:-}"} '
+        "to the entry and set them where the client runs, or api_key in [llm] of config.toml"
+    )

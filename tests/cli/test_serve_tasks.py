@@ -17,12 +17,12 @@ from tests.support.fake_llm import ScriptedLLM, delayed, text, tool_calls
 
 SECRET = "sk-e2e-secret"
 INNER_KEYS = ("MCP_AGENT_STATE_DIR", "XDG_CONFIG_HOME", "OPENAI_BASE_URL", "OPENAI_API_KEY")
-ASK = ("agent__ask", {"prompt": "inner question"})
+ASK = ("inner__ask", {"prompt": "inner question"})
 
 
 def _outer_args(tmp_path: Path, inner: ScriptedLLM, *serve_args: str) -> list[str]:
     """An outer servers file naming `run_mcp.py serve` (working in tmp_path/inner, with the
-    inner model) as the modern-era stdio server `agent`."""
+    inner model) as the modern-era stdio server `inner`."""
     inner_dir = tmp_path / "inner"
     inner_dir.mkdir()
     env = cli_env(inner_dir, inner.base_url, SECRET)
@@ -35,7 +35,7 @@ def _outer_args(tmp_path: Path, inner: ScriptedLLM, *serve_args: str) -> list[st
     }
     outer_dir = tmp_path / "outer"
     outer_dir.mkdir()
-    return ["--mcp-config", str(mcp_json(outer_dir, {"agent": entry}))]
+    return ["--mcp-config", str(mcp_json(outer_dir, {"inner": entry}))]
 
 
 def _run_outer(
