@@ -14,6 +14,7 @@ import errno
 import ipaddress
 import socket
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
@@ -22,6 +23,7 @@ from agent.ui.safe import SafeConsole
 
 LOOPBACK = frozenset({"localhost"})
 Listener = socket.socket
+SHUTDOWN_WAIT = 5.0  # seconds the HTTP side has to close when serve is ended
 
 
 def is_loopback(host: str) -> bool:
@@ -82,4 +84,14 @@ async def serve_http(
     app = server.streamable_http_app(host=host)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     stderr.print(f"serving MCP at {http_url(host, listener)}", markup=False, highlight=False)
-    await uvicorn.Server(config).serve(sockets=[listener])
+    running = uvicorn.Server(config)
+    try:
+        await running.serve(sockets=[listener])
+    except anyio.get_cancelled_exc_class():
+        # SIGTERM ends serve by cancelling it (agent.common.signals): uvicorn's own shutdown
+        # still ends the app's lifespan, which was otherwise cancelled at the loop's close
+        # and logged as a traceback.
+        if running.started:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_WAIT):
+                await running.shutdown(sockets=[listener])
+        raise

@@ -163,28 +163,35 @@ async def url_said(proc: Process) -> str:
 
 def test_http_says_where_it_listens_and_a_client_reaches_it_there(tmp_path: Path) -> None:
     """`--http 0`: the system picks the port, and the one line on stderr is the URL a
-    client's config takes."""
+    client's config takes. SIGTERM then ends it with one word (the app's lifespan was
+    cancelled at the loop's close and logged as a traceback)."""
 
-    async def main() -> tuple[str, types.CallToolResult]:
+    async def main() -> tuple[str, types.CallToolResult, int | None, str]:
         with ScriptedLLM(text("over http")) as llm:
             env = cli_env(tmp_path, llm.base_url, SECRET)
             command = [sys.executable, RUN_MCP, "serve", "--http", "0"]
             async with await open_process(command, cwd=tmp_path, env=env) as proc:
+                assert proc.stderr is not None
                 try:
                     with anyio.fail_after(60):
                         url = await url_said(proc)
                         async with Client(url) as client:
                             result = await client.call_tool("ask", {"prompt": "hello?"})
-                finally:
-                    proc.terminate()
-                    with anyio.fail_after(30):
+                        proc.terminate()
+                        rest = "".join([chunk async for chunk in TextReceiveStream(proc.stderr)])
                         await proc.wait()
+                finally:
+                    if proc.returncode is None:
+                        proc.kill()
+                        with anyio.CancelScope(shield=True):
+                            await proc.wait()
             llm.assert_complete()
-        return url, result
+        return url, result, proc.returncode, rest
 
-    url, result = anyio.run(main)
+    url, result, code, rest = anyio.run(main)
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*/mcp", url), url
     assert result.structured_content["answer"] == "over http"
+    assert (code, rest) == (143, "terminated\n")
 
 
 def test_a_busy_port_is_one_line_and_exit_2_before_anything_starts(tmp_path: Path) -> None:
