@@ -271,18 +271,38 @@ def test_ctrl_c_cancels_the_rows_and_says_how_to_resume(
         try:
             _until(lambda: len(llm.requests) >= 2 and len(out_text_lines_or_none(tmp_path)) == 1,
                    "the quick row written and the slow one's call running")  # fmt: skip
+            graph = what_the_scheduler_holds(cluster)
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()
     assert proc.returncode == 130, stderr
+    # While the batch ran, the scheduler held its settings and rows, not the driver's key.
+    assert b"mcp-agent-batch-" in graph and b"wait 60" in graph
+    assert DRIVER_KEY.encode() not in graph
     assert [line["id"] for line in out_lines(tmp_path)] == ["quick"]  # the running row left out
     assert "batch stopped: 1 rows in out.jsonl; rerun with --resume for the rest" in stderr
     assert "Traceback" not in stderr
     # The slow row was cancelled where it ran: the workers' sessions and servers closed.
     _until(lambda: not any(alive(pid) for pid, _ in servers_started(tmp_path)), "servers closed")
     assert all(w.poll() is None for w in cluster.workers)  # the cluster itself goes on
+
+
+def what_the_scheduler_holds(cluster: Cluster) -> bytes:
+    """The worker plugins and the tasks the scheduler holds now, pickled: what anyone who
+    reaches the scheduler could read."""
+    from distributed import Client
+
+    def held(dask_scheduler: Any) -> bytes:
+        import pickle
+
+        specs = [ts.run_spec for ts in dask_scheduler.tasks.values()]
+        return pickle.dumps((dask_scheduler.worker_plugins, specs))
+
+    with Client(cluster.address, timeout=30) as client:
+        graph: bytes = client.run_on_scheduler(held)
+    return graph
 
 
 def out_text_lines_or_none(folder: Path) -> list[str]:
