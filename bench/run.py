@@ -24,6 +24,7 @@ if str(REPO_ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the
 
 from bench import (  # noqa: E402
     batch_bench,
+    batch_cluster,
     compaction,
     flood,
     measures,
@@ -170,6 +171,7 @@ def run_all(smoke: bool) -> tuple[list[Row], list[Comparison], dict[str, str]]:
     rows += attempt("task_overhead", lambda: tasks_bench.task_overhead(smoke))
     rows += attempt("modern_connect", lambda: tasks_bench.modern_connect(1 if smoke else 3))
     rows += attempt("batch_parallel", lambda: batch_bench.batch_vs_sequential(smoke))
+    rows += attempt("batch_cluster", lambda: batch_cluster.cluster_vs_local(smoke))
     rows += attempt("snapshots", lambda: snapshots.snapshot_cost(smoke))
     rows += attempt("sandbox", lambda: sandbox_bench.sandbox_cost(smoke))
     rows += attempt("sandbox_filter", lambda: sandbox_bench.filter_cost(smoke))

@@ -86,7 +86,7 @@ def pack(settings: Settings, environ: Mapping[str, str]) -> dict[str, Any]:
     everything = [(k, v) for k, v in environ.items() if len(v) >= SHORTEST_SECRET]
     secret_named = [(k, v) for k, v in everything if is_secret_name(k) and k.isupper()]
     for path, value, must in _secret_places(data):
-        template = _template(value, everything)
+        template = _whole(value, environ) or _template(value, everything)
         if template == value and must:
             raise ConfigError(
                 f"--cluster: {_where(data, path)} is not taken from an environment variable, "
@@ -124,6 +124,14 @@ def _secret_places(data: dict[str, Any]) -> Iterator[tuple[tuple[str | int, ...]
             yield ("servers", i, "oauth", "client_secret"), oauth["client_secret"], True
         for name, value in server.get("env", {}).items():
             yield ("servers", i, "env", name), value, is_secret_name(name)
+
+
+def _whole(value: str, environ: Mapping[str, str]) -> str | None:
+    """`${NAME}` for a variable whose value is all of `value`, however short (a local
+    server's `OPENAI_API_KEY=x`); a secret-named one first."""
+    names = sorted(k for k, v in environ.items() if v == value)
+    named = [k for k in names if is_secret_name(k)] + names
+    return "${" + named[0] + "}" if named else None
 
 
 def _template(value: str, variables: Iterable[tuple[str, str]]) -> str:
