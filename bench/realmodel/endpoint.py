@@ -87,7 +87,7 @@ def parse_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
 def _environment() -> Any:
     """Jinja as chat templates are run (Transformers, llama-server): `tojson` leaves
     non-ASCII and markup characters as they are."""
-    import jinja2.sandbox  # type: ignore[import-not-found]  # llama-cpp-python's venv has it
+    import jinja2.sandbox  # type: ignore[import-not-found, unused-ignore]  # llama-cpp-python's venv has it; distributed brings it to ours
 
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 
