@@ -8,6 +8,10 @@ answer's pieces as the text they make up, as stream-json's: agent.ui.stream_json
 call shown gets an ID of ours (`new_id`), never the model's or a transcript's, so no card
 of a replayed session (session/load: `history`) or an earlier turn takes a live call's
 updates; a call's title is one clean line (an editor may draw it in a terminal).
+
+The model's plan (the agent's own update_plan) is ACP's `plan` update, the whole plan each
+time it changes, each entry masked and one clean line; its calls get no card of their own
+(as Claude Code's adapter shows its todo list), unless one fails: then the card says why.
 """
 
 from __future__ import annotations
@@ -21,14 +25,17 @@ from typing import Any
 from acp import (
     RequestError,
     image_block,
+    plan_entry,
     start_tool_call,
     text_block,
     tool_content,
+    update_plan,
     update_tool_call,
 )
 from acp.helpers import update_agent_message_text, update_user_message
 from acp.interfaces import Client
 from acp.schema import (
+    AgentPlanUpdate,
     EmbeddedResourceContentBlock,
     ImageContentBlock,
     ResourceContentBlock,
@@ -45,12 +52,15 @@ from agent.loop.events import (
     AssistantMessage,
     Event,
     ModelRetry,
+    PlanStep,
+    PlanUpdated,
     RunFinished,
     StepStarted,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
+from agent.loop.plan import UPDATE_PLAN, called_plan
 from agent.loop.react import Agent
 from agent.tools.registry import ToolRegistry
 from agent.tools.results import strip_marker
@@ -201,6 +211,7 @@ class TurnUpdates:
         self.asked = asked  # calls already shown (pending) while their approval was asked
         self.new_id = new_id
         self.ids: dict[str, str] = {}  # the loop's call id -> the id the editor knows
+        self.plan_calls: dict[str, ToolCallStarted] = {}  # shown as the plan, not as cards
         self.streamed = False
         self.pieces = DeltaMasker(registry.redact)  # a secret cut across pieces is masked
 
@@ -246,22 +257,34 @@ class TurnUpdates:
                 await self._chunk(rest if self.streamed else redact(content))
             case ModelRetry(discarded_text=True):
                 self.pieces.reset()  # what was sent stays: ACP cannot take a chunk back
+            case ToolCallStarted(server="agent", tool=tool) if tool == UPDATE_PLAN:
+                self.plan_calls[event.call_id] = event
+            case PlanUpdated():
+                await self.send(plan_update(event.plan, redact))
             case ToolCallStarted():
                 await self._started(event)
+            case ToolCallFinished() if event.call_id in self.plan_calls:
+                started = self.plan_calls.pop(event.call_id)
+                if event.is_error:  # the model is told to fix it; the editor sees why
+                    await self._started(started)
+                    await self._finished(event)
             case ToolCallFinished():
-                shown = _cut(redact(strip_marker(event.output)))  # the envelope is the model's
-                await self.send(
-                    update_tool_call(
-                        self.ids.get(event.call_id, event.call_id),
-                        status="failed" if event.is_error else "completed",
-                        content=[tool_content(text_block(shown))],
-                    )
-                )
+                await self._finished(event)
             case RunFinished(status="error", error=error):
                 raise RequestError(-32603, redact(error or "the turn failed"))
             case RunFinished(status=status):
                 return STOP_REASONS.get(status, "end_turn")
         return None
+
+    async def _finished(self, event: ToolCallFinished) -> None:
+        shown = _cut(self.registry.redact(strip_marker(event.output)))  # the envelope is ours
+        await self.send(
+            update_tool_call(
+                self.ids.get(event.call_id, event.call_id),
+                status="failed" if event.is_error else "completed",
+                content=[tool_content(text_block(shown))],
+            )
+        )
 
     async def _chunk(self, text: str) -> None:
         if text:
@@ -284,6 +307,16 @@ class TurnUpdates:
 
 
 FAILED_PREFIXES = ("Error:", "The tool reported an error", "Not run:", "The user declined")
+
+
+def plan_update(plan: tuple[PlanStep, ...], redact: Callable[[str], str]) -> AgentPlanUpdate:
+    """ACP's `plan` update: every step an entry (the model sets no priority: medium), its
+    text masked and one clean line (an editor may draw it in a terminal)."""
+    entries = [
+        plan_entry(" ".join(clean(redact(s.step)).split()), priority="medium", status=s.status)
+        for s in plan
+    ]
+    return update_plan(entries)
 
 
 def history(
@@ -313,7 +346,11 @@ def history(
                 updates.append(update_agent_message_text(_cut(redact(content))))
             for call in message.get("tool_calls") or []:
                 result = results.get(call.get("id"))
-                updates.append(_replayed_call(new_id(), call, result, registry))
+                # the plan an update_plan call set is shown again as the live one was
+                if (plan := called_plan(call, result)) is not None:
+                    updates.append(plan_update(plan[0], redact))
+                else:
+                    updates.append(_replayed_call(new_id(), call, result, registry))
         previous = str(role)
     return updates
 

@@ -244,7 +244,8 @@ def failed_line(row: Row, error: str) -> dict[str, Any]:
     line: dict[str, Any] = {"id": row.id, "session_id": None}
     if row.id is None:
         line["line"] = row.line
-    return {**line, **row.extra, **result, "usage": usage, "error": error, "servers": []}
+    ended: dict[str, Any] = {"usage": usage, "error": error, "servers": [], "plan": None}
+    return {**line, **row.extra, **result, **ended}
 
 
 @contextlib.contextmanager

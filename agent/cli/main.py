@@ -407,7 +407,7 @@ def _unbegun_run(status: str, error: str) -> str:
     """The `--output json` object of a run that never began: nothing run, nothing used."""
     usage = {"prompt_tokens": None, "completion_tokens": None}
     run: dict[str, Any] = {"answer": None, "status": status, "steps": 0, "tool_calls": []}
-    return json.dumps({**run, "usage": usage, "error": error, "servers": []})
+    return json.dumps({**run, "usage": usage, "error": error, "servers": [], "plan": None})
 
 
 def _input_format(value: str, output: str, prompt: str | None) -> bool:

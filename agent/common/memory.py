@@ -123,13 +123,17 @@ class Memory:
         instructions: dict[str, str],
         environment: str = "",
         agents_md: str = "",
+        guidance: str = "",
     ) -> Memory:
         """System prompt, the instructions files' section (`agents_md`: the user's and the
         project's AGENTS.md), where it runs (`environment`), and each server's MCP
-        `instructions`, marked by server."""
+        `instructions`, marked by server. `guidance`: our lines on the agent's own tools
+        this session offers, after the base prompt."""
         prompt = base or DEFAULT_SYSTEM_PROMPT
         if base:  # the one statement the short envelopes and markers rely on
             prompt = f"{prompt.rstrip()}\n\n{UNTRUSTED_STATEMENT}"
+        if guidance:
+            prompt = f"{prompt.rstrip()}\n{guidance.strip()}\n"
         if agents_md:
             prompt = f"{prompt.rstrip()}\n\n{agents_md.strip()}\n"
         if environment:

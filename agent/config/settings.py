@@ -92,6 +92,9 @@ class AgentSettings(_Frozen):
     # and Claude Code's `mcp__server__tool`); --allowed-tools / --disallowed-tools add to them.
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
+    # The agent's own update_plan tool: "auto" offers it from a 32,768-token [llm]
+    # context_window (a small model's prompt and tools stay as they were); true, false.
+    plan: bool | Literal["auto"] = "auto"
 
 
 class UISettings(_Frozen):

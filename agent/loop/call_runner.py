@@ -40,6 +40,7 @@ from agent.loop.events import (
 )
 from agent.loop.reply_calls import Call
 from agent.loop.tool_offer import TERMINATE, ToolBox, ToolOffer
+from agent.tools.agent_tool import CallContext
 from agent.tools.results import (
     Observation,
     envelope,
@@ -202,7 +203,7 @@ class CallRunner:
                 mcp_agent__tool=tool,
             ) as span:
                 span.content("gen_ai.tool.call.arguments", call.arguments)
-                observation = await self._observe(call, refusal, progress, span, on_task)
+                observation = await self._observe(call, refusal, progress, span, on_task, send)
                 _trace_tool_result(span, observation, refusal, started)
             if refusal is None and call.done is None:
                 observation = await self._post_hooks(call, pre, observation, send)
@@ -239,13 +240,16 @@ class CallRunner:
         progress: Progress,
         span: Span,
         on_task: OnTask,
+        send: ObjectSendStream[Event],
     ) -> Observation:
         if refusal is not None:
             return error_observation(None, refusal)
         if call.done is not None:
             return Observation(text=call.done)
         if (agent_tool := self.offer.own_tools().get(call.name)) is not None:
-            return await agent_tool.run(call.arguments)
+            if agent_tool.run_in is None:
+                return await agent_tool.run(call.arguments)
+            return await agent_tool.run_in(call.arguments, CallContext(call.id, send.send))
         if call.spec is None:
             return Observation(text="Finishing.")
         observation = await self.tools.call(  # exactly the approved (server, tool)

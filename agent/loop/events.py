@@ -15,6 +15,7 @@ from agent.common.images import SavedImage as SavedImage
 from agent.model.model_types import Usage as Usage
 
 RunStatus = Literal["answered", "refused", "max_steps", "error", "cancelled"]
+PlanStatus = Literal["pending", "in_progress", "completed"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,26 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True)
+class PlanStep:
+    """One step of the model's plan (Codex's `update_plan` item), as the model wrote it:
+    model text, which every front end masks and shows as text, never as markup."""
+
+    step: str
+    status: PlanStatus
+
+
+@dataclass(frozen=True)
+class PlanUpdated:
+    """The model set a plan that differs from the last one (agent.loop.plan): the whole
+    plan, in order, and why it changed, if the model said."""
+
+    call_id: str
+    plan: tuple[PlanStep, ...]
+    explanation: str | None = None
+    kind: Literal["plan_updated"] = "plan_updated"
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something the user should know that is not an error of the run."""
 
@@ -138,6 +159,7 @@ Event = (
     | ToolProgress
     | TaskUpdate
     | ToolCallFinished
+    | PlanUpdated
     | Notice
     | RunFinished
 )

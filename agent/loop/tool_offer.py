@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from agent.common.errors import ModelError
+from agent.loop.plan import UPDATE_PLAN
 from agent.tools.agent_tool import AgentTool
 from agent.tools.results import Observation
 from agent.tools.search import FIND_TOOLS, ToolSearch
@@ -41,8 +42,10 @@ TERMINATE_TOOL: dict[str, Any] = {
 }
 # Names only the agent may use: servers' tools are renamed around them (read_resource is
 # offered by agent.tools.catalog when servers publish resources, load_skill by
-# agent.extensions.skills).
-AGENT_TOOL_NAMES = frozenset({TERMINATE, "read_resource", FIND_TOOLS, "load_skill", READ_RESULT})
+# agent.extensions.skills, update_plan by agent.loop.plan).
+AGENT_TOOL_NAMES = frozenset(
+    {TERMINATE, "read_resource", FIND_TOOLS, "load_skill", READ_RESULT, UPDATE_PLAN}
+)
 UNKNOWN_CANDIDATES = 12  # tool names an unknown-tool error offers instead
 
 

@@ -38,6 +38,7 @@ from agent.extensions.skills import Skills, merged_tools, open_skills
 from agent.extensions.telemetry_open import open_telemetry
 from agent.loop.approval import ApprovalPolicy, AskFn, ToolRules
 from agent.loop.events import Usage
+from agent.loop.plan import PLAN_GUIDANCE, Plans, offers_plan
 from agent.loop.react import Agent
 from agent.loop.tool_offer import AGENT_TOOL_NAMES
 from agent.loop.vision import vision_mode
@@ -276,8 +277,14 @@ def build_agent(
     hookset: HookSet | None = None,
 ) -> Agent:
     files = load_instructions(settings, os.environ)  # AGENTS.md: the user's, a trusted project's
+    plans = Plans.resumed(saved.messages)
+    planning = offers_plan(settings.agent.plan, settings.llm.context_window)
     memory = Memory.with_instructions(
-        settings.agent.system_prompt, registry.instructions(), environment(registry), files.text
+        settings.agent.system_prompt,
+        registry.instructions(),
+        environment(registry),
+        files.text,
+        guidance=PLAN_GUIDANCE if planning else "",
     )
     memory.files = files.files
     memory.messages.extend(saved.messages)
@@ -300,6 +307,7 @@ def build_agent(
         agent_tools=merged_tools(
             *([catalog.agent_tools] if catalog is not None else []),
             *([skills.agent_tools] if skills is not None else []),
+            *([plans.agent_tools] if planning else []),
         ),
         tool_search=tool_search(settings, skills.search if skills is not None else None),
         vision=vision_mode(settings.llm.vision),

@@ -18,6 +18,7 @@ from agent.common.redact import Redactor
 from agent.common.text import valid_unicode
 from agent.loop.events import (
     Event,
+    PlanUpdated,
     RunFinished,
     StepStarted,
     TaskUpdate,
@@ -31,7 +32,7 @@ from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole, json_text, markdown, terminal
 
 # A run's status -> its exit code (2, usage and config errors, is decided in agent.cli.main).
-RESULT_KEYS = ("answer", "status", "steps", "tool_calls", "usage", "error", "servers")
+RESULT_KEYS = ("answer", "status", "steps", "tool_calls", "usage", "error", "servers", "plan")
 EXIT_CODES = {"answered": 0, "error": 1, "max_steps": 3, "refused": 4, "cancelled": 130}
 CUT_SHORT = "cancelled by the user before it finished"
 
@@ -44,6 +45,7 @@ class RunRecord:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
     servers: list[dict[str, Any]] = field(default_factory=list)
+    plan: list[dict[str, str]] | None = None  # the last plan the model set this run
     _slots: dict[str, int] = field(default_factory=dict)
     _started: dict[str, float] = field(default_factory=dict)  # unfinished calls: start time
     _tasks: dict[str, dict[str, str]] = field(default_factory=dict)  # calls run as tasks
@@ -63,6 +65,8 @@ class RunRecord:
                 self._tasks[event.call_id] = {"id": event.task_id, "status": event.status}
                 if (slot := self._slots.get(event.call_id)) is not None:
                     self.tool_calls[slot]["task"] = self._tasks[event.call_id]
+            case PlanUpdated():
+                self.plan = plan_json(event)
             case RunFinished():
                 self.finished = event
             case _:
@@ -122,7 +126,13 @@ class RunRecord:
             },
             "error": done.error,
             "servers": self.servers,
+            "plan": self.plan,
         }
+
+
+def plan_json(event: PlanUpdated) -> list[dict[str, str]]:
+    """A plan as programs read it: Codex's `[{"step", "status"}]`, in order."""
+    return [{"step": s.step, "status": s.status} for s in event.plan]
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:

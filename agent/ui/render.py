@@ -29,6 +29,7 @@ from agent.loop.events import (
     Event,
     ModelRetry,
     Notice,
+    PlanUpdated,
     RunFinished,
     RunStarted,
     StepStarted,
@@ -38,6 +39,7 @@ from agent.loop.events import (
     ToolCallStarted,
     ToolProgress,
 )
+from agent.loop.plan import UPDATE_PLAN
 from agent.tools.results import strip_marker
 from agent.ui.inline_image import MAX_INLINE_BYTES, InlineImage, Protocol, escape_sequences
 from agent.ui.layout import Indented, print_path
@@ -46,6 +48,11 @@ from agent.ui.safe import clean, markdown
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 SUMMARY_LINES = 3
 ARGS_PREVIEW = 200
+PLAN_MARKS = {
+    "pending": ("☐", "default"),
+    "in_progress": ("◐", "bold cyan"),
+    "completed": ("☑", "green"),
+}
 
 
 def compact_json(value: Any, limit: int = ARGS_PREVIEW) -> str:
@@ -166,6 +173,7 @@ class EventRenderer:
         self._activity_live: Live | None = None
         self._progress_shown: dict[str, float] = {}
         self._task_shown: dict[str, str] = {}  # call id -> the task status line last shown
+        self._plan_calls: set[str] = set()  # update_plan calls: their block stands for them
 
     def handle(self, event: Event) -> None:
         """One match over the event types: mypy checks that every type has its arm, and a
@@ -189,6 +197,8 @@ class EventRenderer:
                 self._on_task_update(event)
             case ToolCallFinished():
                 self._on_tool_call_finished(event)
+            case PlanUpdated():
+                self._on_plan_updated(event)
             case Notice():
                 self._on_notice(event)
             case RunFinished():
@@ -320,6 +330,9 @@ class EventRenderer:
         self._end_stream()
         if self.verbosity < NORMAL:
             return
+        if (event.server, event.tool) == ("agent", UPDATE_PLAN) and self.verbosity < VERBOSE:
+            self._plan_calls.add(event.call_id)  # the plan's block shows it, not its JSON
+            return
         label = Text()
         if event.server:
             label.append(clean(event.server), style="bold cyan")
@@ -376,6 +389,10 @@ class EventRenderer:
         self._sync_activity()
         if self.verbosity < NORMAL:
             return
+        if event.call_id in self._plan_calls:
+            self._plan_calls.discard(event.call_id)
+            if not event.is_error:
+                return  # shown as its plan's block (or, unchanged, not again)
         style = "red" if event.is_error else "green"
         mark = "✗" if event.is_error else "✓"
         if event.denied:
@@ -421,6 +438,25 @@ class EventRenderer:
         mime = mimetypes.guess_type(path)[0] or ""
         if sequences := escape_sequences(self.inline_images, data, mime):
             self.console.print(InlineImage(sequences))
+
+    def _on_plan_updated(self, event: PlanUpdated) -> None:
+        """The plan as one compact block, a mark per step: model text, masked and shown as
+        text (escapes visible), one line a step."""
+        if self.verbosity < NORMAL:
+            return
+        self._end_stream()
+        head = Text("  plan", style="bold cyan")
+        if event.explanation:
+            head.append(f"  {clean(self.redact(event.explanation))}", style="dim")
+        lines = [head]
+        for step in event.plan:
+            mark, style = PLAN_MARKS[step.status]
+            line = Text(f"    {mark} ", style=style)
+            line.append(
+                clean(self.redact(step.step)), style="dim" if step.status == "completed" else style
+            )
+            lines.append(line)
+        self._print(Text("\n").join(lines))
 
     def _on_notice(self, event: Notice) -> None:
         if self.verbosity >= NORMAL or event.level == "warning":

@@ -26,6 +26,7 @@ from agent.loop.events import (
     Event,
     ModelRetry,
     Notice,
+    PlanUpdated,
     RunFinished,
     RunStarted,
     StepStarted,
@@ -37,7 +38,7 @@ from agent.loop.events import (
     Usage,
 )
 from agent.tools.results import strip_marker
-from agent.ui.output import EXIT_CODES, RESULT_KEYS, RunRecord
+from agent.ui.output import EXIT_CODES, RESULT_KEYS, RunRecord, plan_json
 from agent.ui.render import EventRenderer
 from agent.ui.safe import json_text, terminal
 
@@ -58,6 +59,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "structured_content",
         "duration_ms",
     ),
+    "plan": ("type", "id", "plan", "explanation"),
     "notice": ("type", "level", "message"),
     "retry": ("type", "attempt", "delay", "reason", "discarded_text"),
     "result": ("type", "session_id", *RESULT_KEYS),
@@ -122,6 +124,10 @@ def event_line(event: Event) -> dict[str, Any] | None:
                 output=strip_marker(event.output),
                 structured_content=event.structured,
                 duration_ms=round(event.duration_ms, 1),
+            )
+        case PlanUpdated():
+            return _line(
+                "plan", id=event.call_id, plan=plan_json(event), explanation=event.explanation
             )
         case Notice():
             return _line("notice", level=event.level, message=event.message)
