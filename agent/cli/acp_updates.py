@@ -56,6 +56,7 @@ from agent.loop.events import (
     PlanUpdated,
     RunFinished,
     StepStarted,
+    SubagentEvent,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -70,6 +71,7 @@ from agent.ui.stream_json import DeltaMasker
 
 MAX_OUTPUT_CHARS = 64_000  # of a tool's output shown in the editor (the model sees it all)
 MAX_TITLE_CHARS = 200  # of a call's title
+CHILD_LINES = 20  # of a sub-agent's steps shown in its task call's card
 STOP_REASONS: dict[str, StopReason] = {
     "answered": "end_turn",
     "max_steps": "max_turn_requests",
@@ -214,6 +216,7 @@ class TurnUpdates:
         self.plan_calls: dict[str, ToolCallStarted] = {}  # shown as the plan, not as cards
         self.streamed = False
         self.pieces = DeltaMasker(registry.redact)  # a secret cut across pieces is masked
+        self.children: dict[str, list[str]] = {}  # a task call's id -> its sub-agent's lines
 
     @staticmethod
     def key(name: str, arguments: dict[str, Any]) -> tuple[str, str]:
@@ -270,6 +273,8 @@ class TurnUpdates:
                     await self._finished(event)
             case ToolCallFinished():
                 await self._finished(event)
+            case SubagentEvent():
+                await self._child(event)
             case RunFinished(status="error", error=error):
                 raise RequestError(-32603, redact(error or "the turn failed"))
             case RunFinished(status=status):
@@ -283,6 +288,38 @@ class TurnUpdates:
                 self.ids.get(event.call_id, event.call_id),
                 status="failed" if event.is_error else "completed",
                 content=[tool_content(text_block(shown))],
+            )
+        )
+
+    async def _child(self, event: SubagentEvent) -> None:
+        """A sub-agent's step, as the progress of its `task` call's card: one line a call it
+        made and how it ended (the card's content, the whole list each time). A call of it
+        that was shown while its approval was asked keeps that card, finished here."""
+        inner, redact = event.event, self.registry.redact
+        own = f"{event.parent_call_id}\0{getattr(inner, 'call_id', '')}"  # ids are the model's
+        match inner:
+            case ToolCallStarted():
+                if shown := self.asked.get(self.key(inner.name, inner.arguments)):
+                    self.ids[own], allowed = shown.pop(0)
+                    if allowed:
+                        await self.send(update_tool_call(self.ids[own], status="in_progress"))
+                said = f"▸ {inner.name} {clean(redact(json.dumps(inner.arguments, default=str)))}"
+            case ToolCallFinished():
+                if (card := self.ids.pop(own, None)) is not None:
+                    await self.send(
+                        update_tool_call(card, status="failed" if inner.is_error else "completed")
+                    )
+                said = f"{'✗' if inner.is_error else '✓'} {inner.name}"
+            case _:
+                return
+        lines = self.children.setdefault(event.parent_call_id, [])
+        lines.append(_cut(said[:MAX_TITLE_CHARS]))
+        text = "\n".join(lines[-CHILD_LINES:])
+        await self.send(
+            update_tool_call(
+                self.ids.get(event.parent_call_id, event.parent_call_id),
+                status="in_progress",
+                content=[tool_content(text_block(text))],
             )
         )
 

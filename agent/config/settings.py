@@ -95,6 +95,9 @@ class AgentSettings(_Frozen):
     # The agent's own update_plan tool: "auto" offers it from a 32,768-token [llm]
     # context_window (a small model's prompt and tools stay as they were); true, false.
     plan: bool | Literal["auto"] = "auto"
+    # The agent's own task tool (sub-agents): "auto" offers it when an agent is defined or
+    # from a 32,768-token [llm] context_window; true, false.
+    subagents: bool | Literal["auto"] = "auto"
 
 
 class UISettings(_Frozen):

@@ -56,12 +56,13 @@ STORE_NAME = "trusted-folders.json"
 # The working directory's own files the agent reads once the folder is trusted, and what
 # kind each is (for the question that shows what they would do). A new reader of the
 # working directory adds its files here, and checks Settings.workspace_trusted.
-WORKSPACE_FILES: dict[str, Literal["settings", "servers", "hooks", "other"]] = {
+WORKSPACE_FILES: dict[str, Literal["settings", "servers", "hooks", "agents", "other"]] = {
     "config/config.toml": "settings",
     "config/mcp.json": "servers",
     ".mcp-agent/skills": "other",  # agent/extensions/skill_files.py PROJECT_FOLDERS
     ".claude/skills": "other",
     "config/hooks.json": "hooks",  # agent/extensions/hook_files.py: commands run around tool calls
+    ".claude/agents": "agents",  # agent/extensions/agent_files.py: sub-agents' system prompts
     **{name: "servers" for name in PROJECT_CLIENT_FILES},  # .mcp.json, .vscode/mcp.json…
 }
 SHOWN = 240  # characters of one value in the question (beginning and end kept)
@@ -386,6 +387,8 @@ def _file_lines(trust: Trust, name: str, kind: str | None, environ: Mapping[str,
     path = trust.folder / name
     if kind == "other":
         return ["present (read by the agent once trusted)"]
+    if kind == "agents":
+        return [_agents_said(path)]
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read
@@ -407,6 +410,20 @@ def _file_lines(trust: Trust, name: str, kind: str | None, environ: Mapping[str,
         raise _CannotShow(str(exc).removeprefix(f"{path}: ")) from None
     except ValueError as exc:  # JSON, TOML, UTF-8
         raise _CannotShow(f"{exc.__class__.__name__}: {exc}") from None
+
+
+def _agents_said(folder: Path) -> str:
+    """The sub-agent definitions a folder holds: each file's text would become the system
+    prompt of a sub-agent the model may start (`task`)."""
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.suffix == ".md")
+    except OSError as exc:
+        raise _CannotShow(exc.strerror or exc.__class__.__name__) from None
+    listed = ", ".join(_short(n) for n in names[:20]) + (" …" if len(names) > 20 else "")
+    return (
+        f"sub-agent definitions ({listed or 'none'}): each file's text becomes the system "
+        "prompt of a sub-agent the model may start"
+    )
 
 
 def with_changes(trust: Trust, effects: list[str]) -> list[str]:

@@ -27,6 +27,7 @@ EVENTS = (
     "PreToolUse",
     "PostToolUse",
     "Stop",
+    "SubagentStop",
     "PreCompact",
     "Notification",
 )

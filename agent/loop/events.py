@@ -149,6 +149,19 @@ class RunFinished:
     kind: Literal["run_finished"] = "run_finished"
 
 
+@dataclass(frozen=True)
+class SubagentEvent:
+    """An event of a sub-agent (agent.loop.subagents), forwarded on its parent's stream:
+    `parent_call_id` is the parent's `task` call that runs it, `agent` its name. Front ends
+    show it under that call (the REPL indented, stream-json with `parent_tool_use_id`, ACP
+    as the call's progress)."""
+
+    parent_call_id: str
+    agent: str
+    event: Event
+    kind: Literal["subagent_event"] = "subagent_event"
+
+
 Event = (
     RunStarted
     | StepStarted
@@ -162,4 +175,5 @@ Event = (
     | PlanUpdated
     | Notice
     | RunFinished
+    | SubagentEvent
 )

@@ -188,6 +188,11 @@ class Agent:
         self._run_usage += usage
         self.session_usage += usage
 
+    def add_usage(self, usage: Usage) -> None:
+        """Tokens already priced elsewhere: a sub-agent's run (agent.loop.subagents)."""
+        self._run_usage += usage
+        self.session_usage += usage
+
     async def run(self, request: str) -> AsyncGenerator[Event, None]:
         """Handle one user request; the last event is always RunFinished (unless cancelled).
 

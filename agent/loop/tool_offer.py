@@ -42,9 +42,9 @@ TERMINATE_TOOL: dict[str, Any] = {
 }
 # Names only the agent may use: servers' tools are renamed around them (read_resource is
 # offered by agent.tools.catalog when servers publish resources, load_skill by
-# agent.extensions.skills, update_plan by agent.loop.plan).
+# agent.extensions.skills, update_plan by agent.loop.plan, task by agent.loop.subagents).
 AGENT_TOOL_NAMES = frozenset(
-    {TERMINATE, "read_resource", FIND_TOOLS, "load_skill", READ_RESULT, UPDATE_PLAN}
+    {TERMINATE, "read_resource", FIND_TOOLS, "load_skill", READ_RESULT, UPDATE_PLAN, "task"}
 )
 UNKNOWN_CANDIDATES = 12  # tool names an unknown-tool error offers instead
 

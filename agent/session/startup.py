@@ -46,6 +46,7 @@ from agent.model.llm import DEFAULT_MAX_TOKENS, OpenAIModel, warm_model_imports
 from agent.model.local import describe_ports, find_local_server, foreign_ports
 from agent.model.prices import PriceTable
 from agent.session.hooks import read_hooks, session_hooks, start_session
+from agent.session.subagent_setup import open_subagents, warn_definitions
 from agent.tools.base import ServerStatus
 from agent.tools.catalog import Catalog
 from agent.tools.prestart import Prestarts
@@ -293,10 +294,13 @@ def build_agent(
     for call_id in memory.pending_call_ids():  # a session killed mid-step
         memory.add_tool_result(call_id, "Error: interrupted before it finished")
     rules = ToolRules.of(settings.agent.allowed_tools, settings.agent.disallowed_tools)
+    subagents = open_subagents(  # task: sub-agents on this session's connections
+        settings, registry, environment(registry), lambda: tool_search(settings)
+    )
     approval = ApprovalPolicy(
         mode=settings.ui.approval, ask=ask, trusted=settings.trusts, rules=rules
     )
-    return Agent(
+    agent = Agent(
         model,
         registry,
         memory,
@@ -308,6 +312,7 @@ def build_agent(
             *([catalog.agent_tools] if catalog is not None else []),
             *([skills.agent_tools] if skills is not None else []),
             *([plans.agent_tools] if planning else []),
+            *([subagents.agent_tools] if subagents is not None else []),
         ),
         tool_search=tool_search(settings, skills.search if skills is not None else None),
         vision=vision_mode(settings.llm.vision),
@@ -325,6 +330,9 @@ def build_agent(
         image_store=saved.transcript.images,
         checkpoints=checkpoints(settings, registry, saved),
     )
+    if subagents is not None:
+        subagents.attach(agent)
+    return agent
 
 
 def checkpoints(settings: Settings, registry: ToolRegistry, saved: Loaded) -> Checkpoints:
@@ -531,6 +539,7 @@ async def open_session(
             if settings.ui.verbose and on_log is not None:
                 registry.log_listener = on_log
             skills = await load_skills(settings, registry, stderr)
+            warn_definitions(settings, registry, stderr)
             catalog = await open_catalog(registry, stderr, skills)
             if request is not None:
                 request = await expand_refs(catalog, request, stderr)

@@ -33,6 +33,7 @@ from agent.loop.events import (
     RunFinished,
     RunStarted,
     StepStarted,
+    SubagentEvent,
     TaskUpdate,
     TextDelta,
     ToolCallFinished,
@@ -203,6 +204,8 @@ class EventRenderer:
                 self._on_notice(event)
             case RunFinished():
                 self._on_run_finished(event)
+            case SubagentEvent():
+                self._on_subagent(event)
             case _:
                 assert_never(event)
 
@@ -457,6 +460,36 @@ class EventRenderer:
             )
             lines.append(line)
         self._print(Text("\n").join(lines))
+
+    def _on_subagent(self, event: SubagentEvent) -> None:
+        """A sub-agent's steps, indented under the `task` call that runs it: each of its
+        tool calls and how it ended, its warnings (its answer is the call's result)."""
+        inner = event.event
+        if self.verbosity < NORMAL:
+            return
+        line = Text(f"    {clean(event.agent)} │ ", style="dim")
+        match inner:
+            case ToolCallStarted():
+                line.append("▸ ", style="cyan")
+                if inner.server:
+                    line.append(f"{clean(inner.server)} › ", style="cyan")
+                line.append(clean(inner.tool), style="bold")
+                line.append(f" {clean(self.redact(compact_json(inner.arguments)))}", style="dim")
+            case ToolCallFinished():
+                mark, style = ("✗", "red") if inner.is_error else ("✓", "green")
+                if inner.denied:
+                    mark, style = "⊘ denied", "yellow"
+                line.append(f"{mark} ", style=style)
+                line.append(clean(inner.tool), style="bold")
+                shown, _ = summary(self.redact(inner.output), 1)
+                line.append(f" {inner.duration_ms:.0f} ms  {clean(shown)}", style="dim")
+            case Notice() if inner.level == "warning" or self.verbosity >= VERBOSE:
+                line.append(self.redact(inner.message), style="yellow")
+            case RunFinished() if inner.status not in ("answered", "refused"):
+                line.append(f"stopped: {self.redact(inner.error or inner.status)}", style="yellow")
+            case _:
+                return
+        self._print(line)
 
     def _on_notice(self, event: Notice) -> None:
         if self.verbosity >= NORMAL or event.level == "warning":

@@ -30,6 +30,7 @@ from agent.loop.events import (
     RunFinished,
     RunStarted,
     StepStarted,
+    SubagentEvent,
     TaskUpdate,
     TextDelta,
     ToolCallFinished,
@@ -139,8 +140,19 @@ def event_line(event: Event) -> dict[str, Any] | None:
                 reason=event.reason,
                 discarded_text=event.discarded_text,
             )
+        case SubagentEvent():
+            return subagent_line(event)
         case _:
             assert_never(event)
+
+
+def subagent_line(event: SubagentEvent) -> dict[str, Any] | None:
+    """A sub-agent's event as the line it would be in its own stream, marked with the
+    parent's `task` call, as Claude Code marks them: `parent_tool_use_id`, the last key."""
+    line = event_line(event.event)
+    if line is None or isinstance(event.event, TextDelta):  # its message line has the text
+        return None
+    return {**line, "parent_tool_use_id": event.parent_call_id}
 
 
 def _line(kind: str, **fields: Any) -> dict[str, Any]:
