@@ -298,6 +298,13 @@ class Agent:
         async for event in self._act(calls):
             yield event
         if all(c.done is not None for c in calls):
+            if any(c.spec is not None and not c.spec.read_only for c in calls):
+                # A write repeated after it succeeded: the work is done, and one more
+                # request only repeats it (a 1.5B model did, at a whole request's cost).
+                listing = "\n".join(self.calls.done_lines())
+                async for outcome in self._finish(f"Done in this request:\n{listing}"):
+                    yield outcome
+                return
             self._repeats += 1
             if self._repeats > 1:  # told once it was done, it repeated again: answer now
                 self._answer_only = True

@@ -29,13 +29,17 @@ def run(tmp_path: Path, llm: ScriptedLLM, prompt: str) -> dict[str, object]:
 def test_a_write_repeated_after_it_succeeded_is_not_run_again(tmp_path: Path) -> None:
     """#1: the same write with the same arguments, nothing changed since: the model is told
     it is already done (with the earlier result), and the file is not written again."""
-    script = [tool_calls(WRITE), tool_calls(WRITE), tool_calls(WRITE), text("Created hello.txt.")]
+    script = [tool_calls(WRITE), tool_calls(WRITE)]
     with ScriptedLLM(*script) as llm:
         out = run(tmp_path, llm, "create hello.txt")
         first = tool_messages(llm.requests[1])[0]
-        again = tool_messages(llm.requests[2])[-1]
+        llm.assert_complete()
     assert out["status"] == "answered"
     assert "created" in first.lower()
+    # Issue 42 #5: the repeat ends the turn with what was done, without another request.
+    assert len(llm.requests) == 2
+    assert out["answer"].startswith("Done in this request:") and "hello.txt" in out["answer"]
+    again = out["tool_calls"][-1]["output"]
     assert again.startswith("[already done:") and "created" in again.lower()
     assert "overwrote" not in json.dumps(out["tool_calls"]).lower()  # written once
     assert (tmp_path / "hello.txt").read_text() == "Hello from the agent"

@@ -135,8 +135,7 @@ async def test_a_repeat_of_a_call_that_succeeded_is_answered_without_running_it(
     tools = FakeTools({"write": echo, "other": echo})
     script = [
         calls(("write", {"text": "a"})),
-        calls(("write", {"text": "a"}), ("write", {"text": "a"})),
-        calls(("other", {"text": "b"})),
+        calls(("write", {"text": "a"}), ("write", {"text": "a"}), ("other", {"text": "b"})),
         calls(("write", {"text": "a"})),
         answer("stop"),
     ]
@@ -147,9 +146,21 @@ async def test_a_repeat_of_a_call_that_succeeded_is_answered_without_running_it(
         ("other", {"text": "b"}),
         ("write", {"text": "a"}),
     ]
-    second = [m["content"] for m in model.requests[2] if m["role"] == "tool"][-2:]
+    second = [m["content"] for m in model.requests[2] if m["role"] == "tool"][-3:]
     assert second[0].startswith("[already done:") and "echo:a" in second[0]
     assert second[1].startswith("[not run: the same call as an earlier one in this reply")
+
+
+async def test_a_reply_that_only_repeats_a_succeeded_write_ends_the_turn() -> None:
+    """Issue 42 #5: answering "already done" cost a whole request, after which a small model
+    repeated the write again; the turn ends with what was done instead."""
+    tools = FakeTools({"write": echo})
+    script = [calls(("write", {"text": "a"})), calls(("write", {"text": "a"}))]
+    agent, model = make(script, tools)
+    done = finished(await drain(agent, "go"))
+    assert done.status == "answered" and len(model.requests) == 2
+    assert done.answer == 'Done in this request:\n- write {"text": "a"}: succeeded'
+    assert tools.calls == [("write", {"text": "a"})]
 
 
 async def test_model_error_ends_run_with_error_status() -> None:
