@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import json
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import run_cli
+import pytest
+from acp import text_block
+from acp.interfaces import Client
+from acp.schema import ToolCallProgress, ToolCallStart
+from acp.stdio import spawn_agent_process
+
+from tests.support.cli import RUN_MCP, cli_env, run_cli
 from tests.support.fake_llm import Script, ScriptedLLM, Turn, text, tool_calls, tool_messages
 
 READER = """---
@@ -224,3 +231,54 @@ def test_two_children_run_at_once_and_a_child_cannot_start_children(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     assert "task" not in offered(llm, 1)
     assert "unknown tool 'task'" in tool_messages(llm.requests[2])[0]
+
+
+class Editor:
+    """The editor's side of ACP: records every update (no questions come)."""
+
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        self.updates.append(update)
+
+
+@pytest.mark.anyio
+async def test_acp_shows_the_child_as_its_task_card_with_its_progress(tmp_path: Path) -> None:
+    """One card, the `task` call's; the child's calls are that card's content as they go;
+    the card ends with the child's answer."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("hello")
+    script = [
+        tool_calls(("task", {"prompt": "read notes.txt"})),
+        tool_calls(("local__read_file", {"path": "notes.txt"})),
+        text("It says hello."),
+        text("Done."),
+    ]
+    editor = Editor()
+    env = cli_env(tmp_path, None, "sk-e2e-secret")
+    with ScriptedLLM(*script) as llm:
+        env["OPENAI_BASE_URL"] = llm.base_url
+        async with spawn_agent_process(
+            typing.cast(Client, editor), sys.executable, RUN_MCP, "acp", env=env, cwd=tmp_path
+        ) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            session = await conn.new_session(cwd=str(root), mcp_servers=[])
+            done = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            assert done.stop_reason == "end_turn"
+        llm.assert_complete()
+    [card] = [u for u in editor.updates if isinstance(u, ToolCallStart)]
+    updates = [
+        u
+        for u in editor.updates
+        if isinstance(u, ToolCallProgress) and u.tool_call_id == card.tool_call_id
+    ]
+    said = [
+        (u.status, json.dumps(u.model_dump(mode="json")["content"], ensure_ascii=False))
+        for u in updates
+    ]
+    progress = [text for status, text in said if status == "in_progress"]
+    assert any("▸ local__read_file" in p for p in progress)
+    assert any("✓ local__read_file" in p for p in progress)
+    assert said[-1][0] == "completed" and "It says hello." in said[-1][1]
