@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,7 +18,22 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 
 from agent.config.settings import Settings
 from agent.tools.registry import ToolRegistry
+from tests.support.hermetic import agent_settings, home_env, kept_caches
 from tests.support.servers import everything_server
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own HOME and XDG folders, and none of the developer's agent settings
+    (tests/support/hermetic.py says why), set in os.environ: in-process runs read them and
+    every helper that starts the agent copies them. Its own temp folder, not `tmp_path`,
+    which tests fill as they like (a `tmp_path / "home"` of their own among them)."""
+    home = tmp_path_factory.mktemp("home")
+    for name in agent_settings(os.environ):
+        monkeypatch.delenv(name)
+    for name, value in (kept_caches(os.environ) | home_env(home)).items():
+        monkeypatch.setenv(name, value)
+    return home
 
 
 @pytest.fixture

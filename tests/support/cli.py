@@ -1,7 +1,8 @@
 """`python run_mcp.py` run as a user runs it, for the end-to-end tests.
 
 State and logs go to `workdir/state`, so tests run in parallel; the agent's own environment
-variables (OPENAI_*, MCP_AGENT_*) of the machine never leak into a test.
+variables (OPENAI_*, MCP_AGENT_*) of the machine never leak into a test, nor its HOME (the
+test's own, tests/support/hermetic.py, comes with the rest of os.environ).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.hermetic import assert_own_home
 from tests.support.servers import REPO_ROOT
 
 RUN_MCP = str(REPO_ROOT / "run_mcp.py")
@@ -30,7 +32,8 @@ def mcp_json(folder: Path, servers: dict[str, Any], *, mode: int | None = None) 
 
 def cli_env(workdir: Path, base_url: str | None, api_key: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
-    # The machine's own ~/.config/mcp-agent must not leak into a test either.
+    assert_own_home(env)
+    # The user-level folder is the test's: `workdir/xdg-config/mcp-agent`.
     env |= {"MCP_AGENT_STATE_DIR": str(workdir / "state"), "NO_COLOR": "1"}
     env["XDG_CONFIG_HOME"] = str(workdir / "xdg-config")
     if base_url:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.hermetic import assert_own_home
 from tests.support.servers import REPO_ROOT
 
 if TYPE_CHECKING:
@@ -148,8 +149,10 @@ PROMPT = r"\n›[ ]?(?=\n|$)"  # an empty prompt line (tmux trims trailing space
 
 
 def agent_env(base_url: str, state_dir: Path, term: str = "xterm-256color") -> dict[str, str]:
-    """Our environment minus the model and agent settings, then the scripted model's."""
+    """Our environment minus the model and agent settings, then the scripted model's. HOME
+    and the XDG folders are the test's own (tests/support/hermetic.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MCP_AGENT_"))}
+    assert_own_home(env)
     env.update(
         OPENAI_BASE_URL=base_url,
         OPENAI_API_KEY="sk-terminal-test",
