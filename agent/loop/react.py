@@ -38,8 +38,8 @@ from agent.loop.events import (
 )
 from agent.loop.gate import Decided, ToolGate
 from agent.loop.reply_calls import Call, batches, parse_calls, wire
+from agent.loop.textcalls import CHOICES_MARK, TextCallReader
 from agent.loop.textcalls import Mode as ToolCallMode
-from agent.loop.textcalls import TextCallReader
 from agent.loop.tool_offer import TERMINATE, AgentTool, ToolBox, ToolOffer
 from agent.loop.vision import REJECTED_NOTICE, Vision, has_images, image_message, without_images
 from agent.model.model_types import ChatModel, Reply
@@ -57,6 +57,7 @@ DONE_SOURCE = "the calls you made"  # the envelope's name for the list of what s
 FAKE_RESULT = "<tool_response>"  # a result block a model wrote itself (Hermes' own markup)
 EMPTY_NOTICE = "the model returned an empty reply; asking it to continue"
 FAKED_NOTICE = "the model wrote a tool result itself instead of calling the tool"
+CHOICES_NOTICE = "the model offered calls as alternatives; none ran, asking it to choose one"
 
 
 @dataclass(frozen=True)
@@ -283,9 +284,8 @@ class Agent:
                 async for outcome in self._finish(self._ending()):
                     yield outcome
                 return
-            faked = why == FAKED_NOTICE
             yield Notice(why, "warning")
-            self.memory.add_user(self._empty_reply_nudge(faked))
+            self.memory.add_user(self._empty_reply_nudge(why))
             yield RunAgain()
             return
         self.memory.add_assistant(reply.content, [wire(c) for c in calls])
@@ -359,18 +359,21 @@ class Agent:
             return EMPTY_NOTICE
         if words.startswith(FAKE_RESULT):  # a reply that opens as a result, not one about them
             return FAKED_NOTICE
+        if CHOICES_MARK in words:  # calls offered as options: it must pick one (textcalls)
+            return CHOICES_NOTICE
         return None
 
-    def _empty_reply_nudge(self, faked: bool) -> str:
+    def _empty_reply_nudge(self, notice: str) -> str:
         """The nudge after a reply that is no answer. When calls already succeeded it says
         what was done (restating the request then reads as a new order: after three writes a
         small model answered with instructions to run `echo`); else it restates the request
         (a small model answers the last user message alone)."""
-        why = (
-            "Your last reply wrote a tool result itself; results come only from calling tools."
-            if faked
-            else "Your last reply was empty."
-        )
+        why = {
+            FAKED_NOTICE: "Your last reply wrote a tool result itself; results come only from "
+            "calling tools.",
+            CHOICES_NOTICE: "Your last reply offered several calls as alternatives, and none "
+            "ran. Choose one and call it alone.",
+        }.get(notice, "Your last reply was empty.")
         done = self.calls.done_lines()
         if done:
             # Marked as data: the arguments may carry text the model copied from a tool

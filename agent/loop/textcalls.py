@@ -64,6 +64,19 @@ _ENVELOPED = re.compile(
     re.DOTALL,
 )
 _UNWRITTEN = re.compile(r"[\s\\]+")  # what a quote may change: layout and JSON escapes
+# Prose that presents the calls after it as options to choose from, not steps to run ("two
+# possible solutions: 1. ```json {delete…}``` 2. ```json {create…}```", "Alternatively:").
+_CHOICES = re.compile(
+    r"\b(?:alternative(?:ly|s)?|options?\s*\d*|either|or you (?:could|can)|"
+    r"another (?:way|option|approach)|possible (?:solutions?|ways?|approaches|fix(?:es)?)|"
+    r"one of (?:these|the following)|instead)\b|^[ \t]*or[ \t]*:?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+CHOICES_NOTE = (
+    "[not run: {names} above are offered as alternatives; calls presented as options to "
+    "choose from never run]"
+)
+CHOICES_MARK = "are offered as alternatives; calls presented as options to choose from never run]"
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,7 @@ class TextCalls:
     prose: str
     calls: tuple[ToolCall, ...] = ()
     quoted: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()  # calls the prose offers as options: none of them run
 
 
 class Untrusted:
@@ -192,11 +206,12 @@ class TextCallReader:
                     prose = found.prose
                     if rest := gate.finish(prose, bool(found.calls)):
                         yield TextDelta(rest)
-                    if found.quoted:
-                        note = quoted_note(found.quoted, offered)
+                    notes = [quoted_note(found.quoted, offered)] if found.quoted else []
+                    notes += [choices_note(found.choices)] if found.choices else []
+                    for note in notes:
                         prose = f"{prose.rstrip()}\n\n{note}"
                         yield TextDelta(f"\n\n{note}")
-                    if found.calls or found.quoted:
+                    if found.calls or found.quoted or found.choices:
                         # A call read from text is whole (its JSON closed), also in a reply
                         # cut by the output limit later on: it runs.
                         finish = "tool_calls" if found.calls else item.finish_reason
@@ -284,6 +299,8 @@ def parse(
             accept(start, start + (len(stripped) - len(body)) + end, items, bool(body != stripped))
     if not calls:
         return TextCalls(content, quoted=tuple(quoted))
+    if len(spans) > 1 and _offers_choices(content, sorted(spans)):
+        return TextCalls(content, quoted=tuple(quoted), choices=tuple(c.name for c in calls))
     pieces, cursor = [], 0
     for start, end in sorted(spans):
         pieces.append(content[cursor:start])
@@ -291,6 +308,21 @@ def parse(
     pieces.append(content[cursor:])
     prose = re.sub(r"\n{3,}", "\n\n", "".join(pieces)).strip()
     return TextCalls(prose, tuple(calls), tuple(quoted))
+
+
+def _offers_choices(content: str, spans: list[tuple[int, int]]) -> bool:
+    """Whether the words before the first call or between two calls present them as
+    options (a 1.5B model wrote "two possible solutions" and both calls, a delete among
+    them, would have run)."""
+    gaps = [content[: spans[0][0]]]
+    gaps += [content[a[1] : b[0]] for a, b in itertools.pairwise(spans)]
+    return any(_CHOICES.search(gap) for gap in gaps)
+
+
+def choices_note(names: tuple[str, ...]) -> str:
+    """The line that tells the model (and the user) that calls offered as options did not
+    run."""
+    return CHOICES_NOTE.format(names=", ".join(f"`{n}`" for n in dict.fromkeys(names)))
 
 
 def quoted_note(names: tuple[str, ...], offered: Container[str]) -> str:

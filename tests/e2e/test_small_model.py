@@ -38,8 +38,10 @@ def test_a_write_repeated_after_it_succeeded_is_not_run_again(tmp_path: Path) ->
     assert "created" in first.lower()
     # Issue 42 #5: the repeat ends the turn with what was done, without another request.
     assert len(llm.requests) == 2
-    assert out["answer"].startswith("Done in this request:") and "hello.txt" in out["answer"]
-    again = out["tool_calls"][-1]["output"]
+    answer, calls = str(out["answer"]), out["tool_calls"]
+    assert answer.startswith("Done in this request:") and "hello.txt" in answer
+    assert isinstance(calls, list)
+    again = calls[-1]["output"]
     assert again.startswith("[already done:") and "created" in again.lower()
     assert "overwrote" not in json.dumps(out["tool_calls"]).lower()  # written once
     assert (tmp_path / "hello.txt").read_text() == "Hello from the agent"
@@ -283,3 +285,42 @@ def test_list_dir_on_a_file_and_a_missing_paths_suggestions_are_near_its_name(
     assert "is a file, not a directory: read_file reads it" in listed, listed
     assert "docs/notez.md" in missing, missing
     assert "readme" not in missing, missing
+
+
+def fenced(name: str, arguments: dict[str, Any]) -> str:
+    return "```json\n" + json.dumps({"name": name, "arguments": arguments}) + "\n```"
+
+
+def test_calls_offered_as_alternatives_run_none_and_the_model_is_asked_to_choose(
+    tmp_path: Path,
+) -> None:
+    """Issue 42 #5: a 1.5B model wrote "two possible solutions: 1. ```json {delete}``` 2.
+    ```json {create}```" and both ran; options are not calls: neither runs, the model is
+    asked to pick one, and the one it then calls alone runs."""
+    (tmp_path / "notes.txt").write_text("keep me\n")
+    delete = ("local__bash", {"command": "rm notes.txt"})
+    create = ("local__write_file", {"path": "notes.txt", "content": "new"})
+    options = (
+        "There are two possible solutions:\n1. Delete it:\n"
+        + fenced(*delete)
+        + "\n2. Or write it again:\n"
+        + fenced(*create)
+    )
+    steps = (
+        "First list the folder, then read the file:\n"
+        + fenced("local__list_dir", {"path": "."})
+        + "\n"
+        + fenced("local__read_file", {"path": "notes.txt"})
+    )
+    script = [text(options), tool_calls(create), text(steps), text("It says new.")]
+    with ScriptedLLM(*script) as llm:
+        out = run(tmp_path, llm, "fix notes.txt")
+        nudge = llm.requests[1]["messages"][-1]["content"]
+        ran_steps = tool_messages(llm.requests[3])
+    assert (tmp_path / "notes.txt").read_text() == "new"  # not deleted; the chosen call ran
+    assert "offered several calls as alternatives" in nudge and "Choose one" in nudge
+    calls = out["tool_calls"]
+    assert isinstance(calls, list)
+    assert [c["tool"] for c in calls] == ["write_file", "list_dir", "read_file"]
+    assert "keep me" not in ran_steps[-1]  # steps written one after another are calls: both ran
+    assert out["answer"] == "It says new."
