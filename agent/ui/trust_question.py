@@ -44,7 +44,8 @@ def ask_trust(trust: Trust, effects: list[str], console: Console, reader: LineRe
         console.print(Text(f"  {line}"))
     console.print(
         Text(
-            "Used only if you trust this folder: its servers start and its settings apply.",
+            "Used only if you trust this folder: its servers start, its settings apply, and "
+            "its instructions, commands and agents reach the model.",
             style="dim",
         )
     )
