@@ -73,6 +73,9 @@ def test_the_documented_schema_is_the_one_written_and_covers_every_event() -> No
         loop_events.ToolCallFinished: loop_events.ToolCallFinished(
             "c1", "a__b", "a", "b", {}, "out", False, 3.0
         ),
+        loop_events.PlanUpdated: loop_events.PlanUpdated(
+            "c1", (loop_events.PlanStep("read", "in_progress"),), "first"
+        ),
         loop_events.Notice: loop_events.Notice("note"),
         loop_events.RunFinished: loop_events.RunFinished("answered", "ok", 1, Usage()),
         loop_events.SubagentEvent: loop_events.SubagentEvent(

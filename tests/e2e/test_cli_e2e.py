@@ -48,7 +48,8 @@ def test_single_shot_over_stdio_prints_only_the_answer(tmp_path: Path) -> None:
     assert "time › get_current_time" in proc.stderr
     assert "+09:00" in tool_messages(llm.requests[1])[0]
     names = [t["function"]["name"] for t in llm.requests[0]["tools"]]
-    assert sorted(names) == ["terminate", "time__convert_time", "time__get_current_time"]
+    own = ["task", "terminate", "update_plan"]  # the agent's own, in a 128,000-token window
+    assert sorted(names) == sorted([*own, "time__convert_time", "time__get_current_time"])
     llm.assert_complete()
 
 
@@ -65,7 +66,8 @@ def test_output_json_is_valid_and_complete(tmp_path: Path) -> None:
         )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert set(result) == {"answer", "status", "steps", "tool_calls", "usage", "error", "servers"}
+    keys = {"answer", "status", "steps", "tool_calls", "usage", "error", "servers", "plan"}
+    assert set(result) == keys
     assert result["servers"] == [{"name": "time", "state": "ready", "error": None}]
     assert result["answer"] == "done" and result["status"] == "answered"
     assert result["steps"] == 2 and result["error"] is None

@@ -21,7 +21,7 @@ def test_local_refs_are_inlined_and_a_cycle_or_a_bomb_skips_that_tool(tmp_path: 
         llm.assert_complete()
     assert proc.returncode == 0, proc.stderr
     offered = {t["function"]["name"]: t["function"] for t in llm.requests[0]["tools"]}
-    assert sorted(offered) == ["refs__place_order", "terminate"]
+    assert sorted(offered) == ["refs__place_order", "task", "terminate", "update_plan"]
     schema = offered["refs__place_order"]["parameters"]
     assert "$ref" not in json.dumps(schema) and "$defs" not in schema
     line = schema["properties"]["lines"]["items"]

@@ -16,7 +16,9 @@ import pytest
 
 from agent.common.memory import Memory
 from agent.loop.events import RunFinished
+from agent.loop.plan import UPDATE_PLAN
 from agent.loop.react import Agent
+from agent.loop.subagents import TASK
 from agent.tools.registry import ToolRegistry
 from agent.tools.search import FIND_TOOLS, SearchBudget, ToolIndex, ToolSearch, terms
 from agent.tools.toolspec import ToolSpec
@@ -28,6 +30,8 @@ from tests.support.servers import SUPPORT, settings_for, stdio
 
 MANY_SERVER = str(SUPPORT / "many_tools_server.py")
 KLINGON = "many__translate_klingon"
+
+OWN = {UPDATE_PLAN, TASK}  # the agent's own tools offered in the default 128,000-token window
 
 
 def tool_names(request: dict[str, Any]) -> list[str]:
@@ -220,8 +224,9 @@ def test_300_tools_are_searched_found_and_called(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "nuqneH\n"
     first, second, third = llm.requests
-    assert tool_names(first) == [FIND_TOOLS, "terminate"]  # not the 300
-    assert "many (300)" in first["tools"][0]["function"]["description"]
+    assert set(tool_names(first)) == {*OWN, FIND_TOOLS, "terminate"}  # not the 300
+    find = next(t for t in first["tools"] if t["function"]["name"] == FIND_TOOLS)
+    assert "many (300)" in find["function"]["description"]
     found = tool_messages(second)[0]
     assert f"- {KLINGON} (server 'many', tool 'translate_klingon')" in found
     assert KLINGON in tool_names(second)
@@ -247,9 +252,10 @@ def test_pinned_tools_from_config_and_search_off(tmp_path: Path) -> None:
         )
     assert pinned.returncode == 0 and plain.returncode == 0, pinned.stderr + plain.stderr
     names = tool_names(llm.requests[0])
-    assert names[-2:] == [FIND_TOOLS, "terminate"]
-    assert len(names) == 2 + 30 and all(n.startswith("many__get_") for n in names[:-2])
-    assert len(tool_names(llm.requests[1])) == 301  # off: every tool, as before
+    served = [n for n in names if n.startswith("many__")]
+    assert len(served) == 30 and all(n.startswith("many__get_") for n in served)
+    assert set(names) - set(served) == {*OWN, FIND_TOOLS, "terminate"}
+    assert len(tool_names(llm.requests[1])) == 300 + len(OWN) + 1  # off: every tool, as before
     assert "300 tools in all" in plain.stderr
     llm.assert_complete()
 
@@ -259,7 +265,8 @@ def test_small_tool_sets_are_unchanged(tmp_path: Path) -> None:
         proc = run_cli([*many_args(20), "-p", "hi"], tmp_path, base_url=llm.base_url)
     assert proc.returncode == 0, proc.stderr
     names = tool_names(llm.requests[0])
-    assert len(names) == 21 and FIND_TOOLS not in names and names[-1] == "terminate"
+    assert len(names) == 20 + len(OWN) + 1 and FIND_TOOLS not in names
+    assert names[-1] == "terminate"
 
 
 def test_a_tool_list_over_4k_tokens_is_offered_whole_in_a_16k_window(tmp_path: Path) -> None:
