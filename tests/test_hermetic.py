@@ -96,4 +96,5 @@ def test_a_developers_own_config_changes_no_tests_outcome(tmp_path: Path) -> Non
     summary = proc.stdout.strip().splitlines()[-1:] or [""]
     no_tmux = shutil.which("tmux") is None and os.environ.get("CI") != "true"  # needs_tmux
     ran = len(REPRESENTATIVE) - (1 if no_tmux else 0)
-    assert proc.returncode == 0 and summary[0].startswith(f"{ran} passed"), proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and summary[0].startswith(f"{ran} passed"), said
