@@ -24,7 +24,7 @@ from tests.support.cli import RUN_MCP, cli_env, run_cli, start_cli
 from tests.support.fake_llm import ScriptedLLM, text, tool_calls, tool_messages
 from tests.support.processes import read_fifo
 from tests.support.sandbox_dirs import outside_temp_base
-from tests.support.terminal import PROMPT, Terminal, needs_tmux, start, terminals
+from tests.support.terminal import PROMPT, Terminal, as_drawn, needs_tmux, start, terminals
 
 __all__ = ["terminals"]
 pytestmark = pytest.mark.skipif(
@@ -215,7 +215,7 @@ def test_the_repl_offers_the_denied_command_once_with_the_access_it_needed(
     with ScriptedLLM(*script) as llm:
         term = start(terminals, llm, workspace, "sandbox-retry", "--yes")
         term.type("write outside")
-        term.wait_for(r"Run it once more with write access to " + re.escape(str(outside)))
+        term.wait_for(as_drawn(f"Run it once more with write access to {outside}?"))
         term.wait_for(r"Answer it\? \[y\]es")
         mark = term.mark()
         term.type("y")

@@ -148,6 +148,15 @@ needs_tmux = pytest.mark.skipif(
 PROMPT = r"\n›[ ]?(?=\n|$)"  # an empty prompt line (tmux trims trailing spaces)
 
 
+def as_drawn(text: str) -> str:
+    """A regex for `text` as the terminal shows it at any width: rich breaks a line at a
+    space and folds a word longer than the line (a path: the checkout's, a temp folder's)
+    anywhere, so any space may be a line break and a break may fall inside any word. A test
+    that waits for a path this way passes however long the path is."""
+    words = (r"(?:\n *)?".join(re.escape(char) for char in word) for word in text.split())
+    return r"\s+".join(words)
+
+
 def agent_env(base_url: str, state_dir: Path, term: str = "xterm-256color") -> dict[str, str]:
     """Our environment minus the model and agent settings, then the scripted model's. HOME
     and the XDG folders are the test's own (tests/support/hermetic.py)."""
