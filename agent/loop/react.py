@@ -37,27 +37,18 @@ from agent.loop.events import (
     Usage,
 )
 from agent.loop.gate import Decided, ToolGate
+from agent.loop.no_answer import ANSWER_NOW, cut_short, empty_reply_nudge, ending, no_answer
 from agent.loop.reply_calls import Call, batches, parse_calls, wire
-from agent.loop.textcalls import CHOICES_MARK, TextCallReader
 from agent.loop.textcalls import Mode as ToolCallMode
+from agent.loop.textcalls import TextCallReader
 from agent.loop.tool_offer import TERMINATE, AgentTool, ToolBox, ToolOffer
 from agent.loop.vision import REJECTED_NOTICE, Vision, has_images, image_message, without_images
 from agent.model.model_types import ChatModel, Reply
-from agent.tools.results import Observation, envelope, without_envelope_tags
+from agent.tools.results import Observation
 from agent.tools.search import ToolSearch
 from agent.tools.stored import ResultStore
 
 OVERFLOW_RESENDS = 3  # smaller re-sends after the server says a request did not fit
-NUDGE_REQUEST_LIMIT = 2000  # characters of the request restated after an empty reply
-ANSWER_NOW = (
-    "(The calls you repeated were already done; their results are above. No tools now: "
-    "answer the request from those results, in plain words.)"
-)
-DONE_SOURCE = "the calls you made"  # the envelope's name for the list of what succeeded
-FAKE_RESULT = "<tool_response>"  # a result block a model wrote itself (Hermes' own markup)
-EMPTY_NOTICE = "the model returned an empty reply; asking it to continue"
-FAKED_NOTICE = "the model wrote a tool result itself instead of calling the tool"
-CHOICES_NOTICE = "the model offered calls as alternatives; none ran, asking it to choose one"
 
 
 @dataclass(frozen=True)
@@ -277,21 +268,21 @@ class Agent:
         calls = parse_calls(reply.tool_calls, self.offer, cut=reply.finish_reason == "length")
         calls = self.calls.mark_repeats(calls)
         yield AssistantMessage(reply.content, tuple(c.name for c in reply.tool_calls))
-        if not calls and (why := self._no_answer(reply.content)) is not None:
+        if not calls and (why := no_answer(reply.content)) is not None:
             # Kept out of memory: a small model imitates an empty or echoed turn it is shown.
             self._empties += 1
             if self._empties > 1:
-                async for outcome in self._finish(self._ending()):
+                async for outcome in self._finish(ending(self.calls.done_lines())):
                     yield outcome
                 return
             yield Notice(why, "warning")
-            self.memory.add_user(self._empty_reply_nudge(why))
+            self.memory.add_user(empty_reply_nudge(why, self.calls.done_lines(), self._request))
             yield RunAgain()
             return
         self.memory.add_assistant(reply.content, [wire(c) for c in calls])
         if not calls:
             if reply.finish_reason == "length":
-                yield Notice(self._cut_short(reply), "warning")
+                yield Notice(cut_short(self.model, reply), "warning")
             async for outcome in self._finish(reply.content):
                 yield outcome
             return
@@ -349,56 +340,6 @@ class Agent:
         if self._answer_only:
             return [], 0
         return self.offer.tool_list()
-
-    def _no_answer(self, content: str) -> str | None:
-        """Why a reply without calls is not an answer (None: it is one): it is empty, or only
-        our data markers echoed back (EMPTY_NOTICE), or a tool result the model wrote itself
-        (FAKED_NOTICE)."""
-        words = without_envelope_tags(content).strip()
-        if not words:
-            return EMPTY_NOTICE
-        if words.startswith(FAKE_RESULT):  # a reply that opens as a result, not one about them
-            return FAKED_NOTICE
-        if CHOICES_MARK in words:  # calls offered as options: it must pick one (textcalls)
-            return CHOICES_NOTICE
-        return None
-
-    def _empty_reply_nudge(self, notice: str) -> str:
-        """The nudge after a reply that is no answer. When calls already succeeded it says
-        what was done (restating the request then reads as a new order: after three writes a
-        small model answered with instructions to run `echo`); else it restates the request
-        (a small model answers the last user message alone)."""
-        why = {
-            FAKED_NOTICE: "Your last reply wrote a tool result itself; results come only from "
-            "calling tools.",
-            CHOICES_NOTICE: "Your last reply offered several calls as alternatives, and none "
-            "ran. Choose one and call it alone.",
-        }.get(notice, "Your last reply was empty.")
-        done = self.calls.done_lines()
-        if done:
-            # Marked as data: the arguments may carry text the model copied from a tool
-            # result, and this message speaks with the user's role.
-            listing = envelope(DONE_SOURCE, "\n".join(done))
-            return (
-                f"({why} Done so far in this request:\n{listing}\nIf that completes the "
-                "request, reply with a short answer for the user; otherwise call the next tool.)"
-            )
-        request = self._request
-        if len(request) > NUDGE_REQUEST_LIMIT:
-            request = request[:NUDGE_REQUEST_LIMIT] + " [...]"
-        return f"({why} Answer this request, or call a tool for it:)\n{request}"
-
-    def _ending(self) -> str:
-        """The answer of a run whose model twice gave no answer: what its calls did, or an
-        error when they did nothing (one nudge is enough; more only repeat the silence)."""
-        done = self.calls.done_lines()
-        if not done:
-            raise ModelError(
-                "the model returned no answer twice (empty replies); try rephrasing the "
-                "request, or a larger model"
-            )
-        listing = "\n".join(done)
-        return f"The model ended without an answer. Done in this request:\n{listing}"
 
     async def _think(self) -> AsyncIterator[Event | Reply]:
         await self.tools.settle()
@@ -504,15 +445,6 @@ class Agent:
         (4xx) is taken as "this model cannot see"."""
         refused = exc.status is not None and 400 <= exc.status < 500 and exc.status != 429
         return self.vision == "auto" and refused and any(has_images(m) for m in sent)
-
-    def _cut_short(self, reply: Reply) -> str:
-        """Why a reply ended with finish_reason "length": our max_tokens, or the server."""
-        limit = getattr(self.model, "max_tokens", None)
-        if limit is None:
-            return "the answer was cut short by the server (its context or output limit)"
-        if reply.usage.known and reply.usage.completion_tokens < limit:
-            return "the answer was cut short by the server's context limit"
-        return f"the answer was cut by the max_tokens limit ({limit}; max_tokens in [llm])"
 
     async def _act(self, calls: list[Call]) -> AsyncIterator[Event]:
         """Through the gate (agent.loop.gate): hooks, then approvals in order; the runs concurrent
