@@ -50,6 +50,8 @@ MEASUREMENTS = {
     "sandbox_call",
     "sandbox_filter",
     "batch_parallel",
+    "batch_cluster",
+    "batch_cluster_row",
 }
 COMPARISONS = {"fast_agent", "rounds_fast_agent", "rounds_fast_agent_agent"}
 

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -76,12 +77,17 @@ class Listener:
 @pytest.fixture
 def listeners(base: Path) -> Iterator[tuple[Listener, Listener]]:
     """Two services' sockets: one in a folder of the user's (like /run/user/UID/bus) and one
-    in the workspace itself (writable in the sandbox, so not a read-only mount's doing)."""
+    in the workspace itself (writable in the sandbox, so not a read-only mount's doing).
+    A socket's path has at most 107 bytes: a long checkout's gets a short link to it."""
     (base / "run").mkdir()
-    pair = (Listener(base / "run" / "bus"), Listener(base / "ws" / "agent.sock"))
+    short = Path(tempfile.mkdtemp(prefix="sock", dir="/tmp"))
+    (short / "r").symlink_to(base / "run")
+    (short / "w").symlink_to(base / "ws")
+    pair = (Listener(short / "r" / "bus"), Listener(short / "w" / "agent.sock"))
     yield pair
     for listener in pair:
         listener.close()
+    shutil.rmtree(short, ignore_errors=True)
 
 
 CONNECT = (
