@@ -5,14 +5,16 @@ Kept apart from agent/ui/repl.py, which holds the loop, Ctrl-C and the asking. A
 is given what it reads in the constructor (console, agent, registry, settings, catalog,
 skills, transcript, renderer, app host) and reaches back into the REPL only through the
 two callables it is handed: `question` (one line from the user) and `run_turn` (a request
-as a turn, cancellable by Ctrl-C), which `/prompt` and `/skill` end in.
+as a turn, cancellable by Ctrl-C), which `/prompt` and `/skill` end in. Groups of commands
+over one part of the session live beside it: what the catalog lists (`/resources`,
+`/prompts`, `/prompt`) in agent/ui/catalog_commands.py, skills in skill_commands.py, the
+instructions files in instructions_commands.py.
 """
 
 from __future__ import annotations
 
 import difflib
-import shlex
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -35,7 +37,7 @@ from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from agent.tools.sandbox import runs_under
 from agent.tools.toolspec import ToolSpec
-from agent.ui import instructions_commands, listings, skill_commands
+from agent.ui import catalog_commands, instructions_commands, listings, skill_commands
 from agent.ui.layout import Column, print_path, show_table
 from agent.ui.listings import find_tools
 from agent.ui.render import EventRenderer
@@ -319,87 +321,15 @@ class SlashCommands:
         if not listings.show_tasks(self.console, tasks):
             self.console.print(Text("no tasks yet", style="dim"))
 
-    async def _refreshed_catalog(self, server: str) -> bool:
-        """Re-list for /resources and /prompts; False (said why) for an unknown server."""
-        if server and server not in self.registry.servers:
-            known = ", ".join(self.registry.servers)
-            self.console.print(Text(f"no server named {server!r} (servers: {known})", "yellow"))
-            return False
-        with self.console.status(Text("listing…", style="dim")):
-            await self.catalog.refresh()
-        for name, error in self.catalog.errors.items():
-            if not server or name == server:
-                self.console.print(Text(f"{name}: {self.registry.redact(error)}", "yellow"))
-        return True
-
     async def _resources(self, arg: str) -> None:
-        if not await self._refreshed_catalog(arg):
-            return
-        shown = listings.show_resources(
-            self.console,
-            [(server, r) for server, r in self.catalog.resources if not arg or server == arg],
-            [(server, t) for server, t in self.catalog.templates if not arg or server == arg],
-        )
-        if shown:
-            self.console.print(Text("attach one to a request with @server:uri", style="dim"))
-        else:
-            self.console.print(Text("no resources", style="dim"))
-        pages = [r for server, r in self.catalog.app_pages if not arg or server == arg]
-        if pages:  # ui:// pages are for the app host, never attached
-            self.console.print(Text(f"{len(pages)} app page(s) (MCP Apps): /apps", style="dim"))
+        await catalog_commands.list_resources(self.console, self.registry, self.catalog, arg)
 
     async def _prompts(self, arg: str) -> None:
-        if not await self._refreshed_catalog(arg):
-            return
-        prompts = [(server, p) for server, p in self.catalog.prompts if not arg or server == arg]
-        if not listings.show_prompts(self.console, prompts):
-            self.console.print(Text("no prompts", style="dim"))
+        await catalog_commands.list_prompts(self.console, self.registry, self.catalog, arg)
 
     async def _prompt(self, arg: str) -> None:
-        """Fetch an MCP prompt (asking for missing required arguments) and run it as a turn."""
-        name, _, rest = arg.partition(" ")
-        if not name:
-            self.console.print(Text("usage: /prompt NAME key=value ...", style="yellow"))
-            return
-        found = self.catalog.find_prompt(name)
-        if isinstance(found, str):  # maybe published since the last listing
-            await self.catalog.refresh()
-            found = self.catalog.find_prompt(name)
-        if isinstance(found, str):
-            self.console.print(Text(found, style="yellow"))
-            return
-        server, prompt = found
-        try:
-            arguments = dict(_key_values(rest))
-        except ValueError as exc:
-            self.console.print(Text(str(exc), style="yellow"))
-            return
-        for spec in prompt.arguments or []:
-            if spec.required and not arguments.get(spec.name):
-                hint = f" ({spec.description})" if spec.description else ""
-                value = await self.question(f"{spec.name}{hint}: ")
-                if not value:
-                    self.console.print(Text("prompt cancelled", style="dim"))
-                    return
-                arguments[spec.name] = value
-        try:
-            messages = await self.catalog.get_prompt(server, prompt.name, arguments)
-        except LookupError as exc:
-            self.console.print(Text(str(exc), style="red"))
-            return
-        if not messages:
-            self.console.print(Text("the prompt has no messages", style="yellow"))
-            return
-        *earlier, (role, last) = messages
-        for earlier_role, text in earlier:  # context before the request itself
-            if earlier_role == "assistant":
-                self.agent.memory.add_assistant(text)
-            else:
-                self.agent.memory.add_user(text)
-        if role == "assistant":
-            self.agent.memory.add_assistant(last)
-            last = "Continue."
-        await self.run_turn(last)
+        memory, question, turn = self.agent.memory, self.question, self.run_turn
+        await catalog_commands.run_prompt(self.console, self.catalog, memory, arg, question, turn)
 
     async def _skills(self, arg: str) -> None:
         await skill_commands.refresh_and_list(self.console, self.skills)
@@ -608,12 +538,3 @@ class SlashCommands:
 
     async def _exit(self, arg: str) -> bool:
         return True
-
-
-def _key_values(text: str) -> Iterator[tuple[str, str]]:
-    """`key=value` pairs; values may be quoted to hold spaces."""
-    for token in shlex.split(text):
-        key, eq, value = token.partition("=")
-        if not eq or not key:
-            raise ValueError(f"'{token}' is not key=value")
-        yield key, value
