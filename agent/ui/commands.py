@@ -37,7 +37,13 @@ from agent.tools.catalog import Catalog
 from agent.tools.registry import ToolRegistry
 from agent.tools.sandbox import runs_under
 from agent.tools.toolspec import ToolSpec
-from agent.ui import catalog_commands, instructions_commands, listings, skill_commands
+from agent.ui import (
+    catalog_commands,
+    custom_commands,
+    instructions_commands,
+    listings,
+    skill_commands,
+)
 from agent.ui.layout import Column, print_path, show_table
 from agent.ui.listings import find_tools
 from agent.ui.render import EventRenderer
@@ -93,6 +99,8 @@ class SlashCommands:
         self.question = question
         self.run_turn = run_turn
         self.commands: dict[str, Command] = {c.name: c for c in self._table()}
+        for row in custom_commands.table(console, agent, settings, run_turn):
+            self.commands.setdefault(row[0], Command(*row))  # a built-in of the name wins
 
     def _table(self) -> tuple[Command, ...]:
         """In the order /help lists them: what the servers offer, the conversation, logins
