@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import os
 import re
 import stat
@@ -32,7 +31,14 @@ from typing import Any
 
 import anyio
 import typer
-from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    run_agent,
+    text_block,
+    tool_content,
+    update_tool_call,
+)
 from acp.interfaces import Agent as AcpInterface
 from acp.interfaces import Client
 from acp.schema import (
@@ -55,7 +61,10 @@ from agent import __version__
 from agent.cli.acp_files import route_files
 from agent.cli.acp_slash import EditorCommands
 from agent.cli.acp_updates import (
+    CANCELLED,
+    Cards,
     TurnUpdates,
+    asked_place,
     history,
     masked_input,
     prompt_parts,
@@ -159,6 +168,7 @@ class Live:
     # The calls shown while asked: their ids, and whether they were allowed.
     asked: dict[tuple[str, str], list[tuple[str, bool]]] = field(default_factory=dict)
     commands: EditorCommands | None = None
+    cards: Cards = field(default_factory=Cards)  # the call cards shown, their IDs
 
 
 class AcpAgent:
@@ -185,7 +195,6 @@ class AcpAgent:
         self.sessions: dict[str, Live] = {}
         self.client: Client | None = None
         self.client_capabilities: ClientCapabilities | None = None
-        self.ids = itertools.count(1)
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
@@ -238,7 +247,7 @@ class AcpAgent:
         live = await self._open(cwd, mcp_servers or [], session_id)
         assert self.client is not None
         messages, registry = live.session.agent.memory.messages, live.session.registry
-        for update in history(messages, registry, self._new_id):
+        for update in history(messages, registry, live.cards):
             await self.client.session_update(session_id=session_id, update=update)
         self.tg.start_soon(self._announce, session_id)
         return LoadSessionResponse()
@@ -275,11 +284,6 @@ class AcpAgent:
         self.sessions[session_id] = live
         return live
 
-    def _new_id(self, kind: str = "call") -> str:
-        """An ID for a call card: ours, unique in this process, so no replayed card or
-        earlier turn's takes a live call's updates (the model's IDs repeat)."""
-        return f"{kind}-{next(self.ids)}"
-
     async def _send(self, session_id: str, update: Any) -> None:
         assert self.client is not None
         await self.client.session_update(session_id=session_id, update=update)
@@ -311,15 +315,7 @@ class AcpAgent:
         extra = [editor_server(entry, root) for entry in given]
         if not extra:
             return settings
-        kept = [s for s in settings.servers if not _is_fallback(s)]  # the bundled default
-        taken = {s.name: s for s in kept}
-        for server in extra:
-            if (clash := taken.get(server.name)) is not None:
-                where = clash.config_file or "the command line"
-                raise ConfigError(
-                    f"mcpServers: '{server.name}' is also configured in {where}: rename one"
-                )
-            taken[server.name] = server
+        kept = self._beside(settings.servers, extra)
         hide = [str(settings.state_dir)]
         if (user := user_config_dir(self.environ)) is not None:
             hide.append(str(user))
@@ -333,6 +329,35 @@ class AcpAgent:
             bundled_main=str(BUNDLED_MAIN),
         )
         return settings.model_copy(update={"servers": (*kept, *sandboxed)})
+
+    def _beside(
+        self, configured: tuple[ServerConfig, ...], extra: list[ServerConfig]
+    ) -> list[ServerConfig]:
+        """The servers a run in the folder gets (the user's, or the bundled one when none
+        is configured), less each one an editor's server of the same name replaces for
+        this session (an editor cannot rename what it sends), with one stderr note each:
+        the editor's servers are additions, and the bundled file and shell tools stay."""
+        names = [server.name for server in extra]
+        if twice := sorted({name for name in names if names.count(name) > 1}):
+            raise ConfigError(f"mcpServers: '{twice[0]}' is given twice: rename one")
+        kept: list[ServerConfig] = []
+        for server in configured:
+            if server.name not in names:
+                kept.append(server)
+                continue
+            where = (
+                "the bundled server"
+                if _is_fallback(server)
+                else f"the server configured in {server.config_file or 'the command line'}"
+            )
+            self.stderr.print(
+                f"note: mcpServers: the editor's '{server.name}' replaces {where} of that "
+                "name for this session",
+                markup=False,
+                highlight=False,
+                style="yellow",
+            )
+        return kept
 
     async def _hold(
         self, settings: Settings, resume: str | None, *, task_status: TaskStatus[Any]
@@ -383,11 +408,27 @@ class AcpAgent:
                     stop: Any = "end_turn"
                 else:
                     stop = await self._turn(session_id, parts.text, parts.image_message())
+            except RequestError:
+                await self._unfinished(live, "Not finished: the turn failed before it ended.")
+                raise
             finally:
                 live.turn = None
         if scope.cancel_called:
+            await self._unfinished(live, CANCELLED)
             return PromptResponse(stop_reason="cancelled")
         return PromptResponse(stop_reason=stop)
+
+    async def _unfinished(self, live: Live, why: str) -> None:
+        """Each card the turn left open (cut by session/cancel mid-call) gets its final
+        update before the prompt's reply, as ACP asks: `failed` (it has no cancelled
+        status), saying why; else the editor shows it running for good."""
+        session_id = live.session.saved.transcript.session_id
+        live.asked.clear()  # a question answered for a call that never started is stale
+        for card in live.cards.take_open():
+            await self._send(
+                session_id,
+                update_tool_call(card, status="failed", content=[tool_content(text_block(why))]),
+            )
 
     async def _turn(
         self, session_id: str, text: str, attached: dict[str, Any] | None = None
@@ -396,7 +437,7 @@ class AcpAgent:
         live = self._live(session_id)
         assert self.client is not None
         updates = TurnUpdates(
-            self.client, session_id, live.session.registry, live.asked, self._new_id
+            self.client, session_id, live.session.registry, live.asked, live.cards
         )
         request = await expand_refs(live.session.catalog, text, live.stderr)
         return await updates.run(live.session.agent, request, attached)
@@ -414,7 +455,10 @@ class AcpAgent:
         policy as /approve's "always" is."""
         live = self._live(session_id)
         assert self.client is not None
-        call_id = self._new_id("ask")
+        key = TurnUpdates.key(request.public_name, request.arguments)
+        messages = live.session.agent.memory.messages
+        call_id = live.cards.claim(asked_place(messages, key, live.cards))
+        live.cards.open[call_id] = None
         redact = live.session.registry.redact
         title, kind = title_and_kind(request.spec, request.public_name, redact)
         arguments = masked_input(request.arguments, redact)
@@ -422,9 +466,9 @@ class AcpAgent:
             session_id=session_id,
             update=TurnUpdates.started(call_id, title, kind, arguments, "pending"),
         )
-        key = (request.server, request.tool)
+        tool = (request.server, request.tool)
         decision: Decision = "no"
-        if key not in live.rejected:
+        if tool not in live.rejected:
             answer = await self.client.request_permission(
                 session_id=session_id,
                 tool_call=ToolCallUpdate(
@@ -439,9 +483,9 @@ class AcpAgent:
             outcome = answer.outcome
             if isinstance(outcome, AllowedOutcome):  # else cancelled: the call does not run
                 if outcome.option_id == REJECT_ALWAYS:
-                    live.rejected.add(key)
+                    live.rejected.add(tool)
                 decision = DECISIONS.get(outcome.option_id, "no")
-        shown = live.asked.setdefault(TurnUpdates.key(request.public_name, request.arguments), [])
+        shown = live.asked.setdefault(key, [])
         shown.append((call_id, decision != "no"))
         return decision
 

@@ -5,9 +5,12 @@ The answer streams as `agent_message_chunk`s; each tool call is a `tool_call` (i
 and its `kind` from the tool's MCP annotations) and then a `tool_call_update` with its
 status and output. Every string sent is masked by the session's redactor first (the
 answer's pieces as the text they make up, as stream-json's: agent.ui.stream_json). Each
-call shown gets an ID of ours (`new_id`), never the model's or a transcript's, so no card
-of a replayed session (session/load: `history`) or an earlier turn takes a live call's
-updates; a call's title is one clean line (an editor may draw it in a terminal).
+call shown gets an ID of ours (`Cards`), never the model's or a transcript's: its place
+among the session's calls, counted the same way live and replayed (session/load:
+`history`), so a loaded session's cards keep the IDs they had live and no card takes
+another's updates; a card still open when a turn is cancelled gets its final update
+(`failed`: ACP has no cancelled status). A call's title is one clean line (an editor may
+draw it in a terminal).
 
 The model's plan (the agent's own update_plan) is ACP's `plan` update, the whole plan each
 time it changes, each entry masked and one clean line; its calls get no card of their own
@@ -17,8 +20,9 @@ time it changes, each entry masked and one clean line; its calls get no card of 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +85,79 @@ STOP_REASONS: dict[str, StopReason] = {
 DELETING = ("delete", "remove", "unlink", "rm", "rmdir", "drop")
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 INVALID_PARAMS = -32602
+CANCELLED = "Cancelled: the turn was stopped before this call ended."
+
+
+class Cards:
+    """The call cards one session has shown the editor: their IDs, and those still open.
+
+    A call's card is `call-N`, N its place among the calls of the session's history (the
+    memory's assistant messages, one by one), counted the same way when a turn shows it
+    and when session/load replays it: a call keeps its ID. What a session shows twice
+    under one number (after a /clear or a compaction the history numbers again, and a
+    loaded history may start later than the session did) gets a suffix (`call-3.1`), so
+    no card takes another's updates; a card for a call of no history (a sub-agent's,
+    asked) is `ask-N`."""
+
+    def __init__(self) -> None:
+        self.shown: set[str] = set()
+        self.open: dict[str, None] = {}  # started, not finished: in the order shown
+        self.spare = itertools.count(1)
+
+    def claim(self, place: int | None) -> str:
+        """A new card's ID: the call's place when it is known and not yet shown."""
+        wanted = f"call-{place}" if place is not None else None
+        card = wanted
+        while card is None or card in self.shown:
+            card = f"{wanted}.{next(self.spare)}" if wanted else f"ask-{next(self.spare)}"
+        self.shown.add(card)
+        return card
+
+    def free(self, place: int) -> bool:
+        return f"call-{place}" not in self.shown
+
+    def take_open(self) -> list[str]:
+        """The cards a turn left open (cancelled mid-call): now to be finished."""
+        cards = list(self.open)
+        self.open.clear()
+        return cards
+
+
+def places(messages: list[dict[str, Any]]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """Each call of the history's assistant messages: its place (from 1), its message's
+    index, and the call."""
+    number = itertools.count(1)
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            for call in message.get("tool_calls") or []:
+                yield next(number), index, call
+
+
+def place_of(messages: list[dict[str, Any]], call_id: str) -> int | None:
+    """The place of the newest call with the model's `call_id` (unique in its reply)."""
+    found = None
+    for place, _, call in places(messages):
+        if call.get("id") == call_id:
+            found = place
+    return found
+
+
+def asked_place(messages: list[dict[str, Any]], key: tuple[str, str], cards: Cards) -> int | None:
+    """The place of the call being asked about (asked before it starts): the first of the
+    newest reply's calls with its name and arguments and no card yet; None when none is
+    (a sub-agent's call, or input a hook changed)."""
+    calls = list(places(messages))
+    last = calls[-1][1] if calls else -1
+    for place, index, call in calls:
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except (ValueError, RecursionError):
+            continue
+        name = str(function.get("name", ""))
+        if index == last and TurnUpdates.key(name, arguments) == key and cards.free(place):
+            return place
+    return None
 
 
 def title_and_kind(
@@ -205,13 +282,14 @@ class TurnUpdates:
         session_id: str,
         registry: ToolRegistry,
         asked: dict[tuple[str, str], list[tuple[str, bool]]],
-        new_id: Callable[[], str],
+        cards: Cards,
     ) -> None:
         self.client = client
         self.session_id = session_id
         self.registry = registry
         self.asked = asked  # calls already shown (pending) while their approval was asked
-        self.new_id = new_id
+        self.cards = cards
+        self.messages: list[dict[str, Any]] = []  # the memory's: where a call's place is
         self.ids: dict[str, str] = {}  # the loop's call id -> the id the editor knows
         self.plan_calls: dict[str, ToolCallStarted] = {}  # shown as the plan, not as cards
         self.streamed = False
@@ -238,6 +316,7 @@ class TurnUpdates:
         """One turn; `attached`: the prompt's images, as one user message after the
         request (PromptParts.image_message)."""
         stop: StopReason = "end_turn"
+        self.messages = agent.memory.messages  # the one list, changed in place
         async with contextlib.aclosing(agent.run(request)) as events:
             async for event in events:
                 if attached is not None and isinstance(event, StepStarted):
@@ -283,9 +362,11 @@ class TurnUpdates:
 
     async def _finished(self, event: ToolCallFinished) -> None:
         shown = _cut(self.registry.redact(strip_marker(event.output)))  # the envelope is ours
+        card = self.ids.get(event.call_id, event.call_id)
+        self.cards.open.pop(card, None)
         await self.send(
             update_tool_call(
-                self.ids.get(event.call_id, event.call_id),
+                card,
                 status="failed" if event.is_error else "completed",
                 content=[tool_content(text_block(shown))],
             )
@@ -306,6 +387,7 @@ class TurnUpdates:
                 said = f"▸ {inner.name} {clean(redact(json.dumps(inner.arguments, default=str)))}"
             case ToolCallFinished():
                 if (card := self.ids.pop(own, None)) is not None:
+                    self.cards.open.pop(card, None)
                     await self.send(
                         update_tool_call(card, status="failed" if inner.is_error else "completed")
                     )
@@ -336,7 +418,9 @@ class TurnUpdates:
             if allowed:
                 await self.send(update_tool_call(self.ids[event.call_id], status="in_progress"))
             return
-        call_id = self.ids[event.call_id] = self.new_id()
+        call_id = self.cards.claim(place_of(self.messages, event.call_id))
+        self.ids[event.call_id] = call_id
+        self.cards.open[call_id] = None
         redact = self.registry.redact
         title, kind = title_and_kind(self.registry.tools.get(event.name), event.name, redact)
         arguments = masked_input(event.arguments, redact)
@@ -356,23 +440,19 @@ def plan_update(plan: tuple[PlanStep, ...], redact: Callable[[str], str]) -> Age
     return update_plan(entries)
 
 
-def history(
-    messages: list[dict[str, Any]], registry: ToolRegistry, new_id: Callable[[], str]
-) -> list[Any]:
+def history(messages: list[dict[str, Any]], registry: ToolRegistry, cards: Cards) -> list[Any]:
     """A loaded session's messages as the updates that show it again (session/load): the
     user's requests as user_message_chunk, answers as agent_message_chunk, each call as a
-    tool_call with its status and output, under an ID of ours. Shown only: nothing is run
+    tool_call with its status and output, under the ID it had live (its place among the
+    history's calls, `Cards`). Shown only: nothing is run
     or approved. Masked and cut as a live turn's are (its text too: a transcript line may
     be huge); the images that went with tool results are not shown again."""
     redact = registry.redact
-    results = {
-        m.get("tool_call_id"): str(m.get("content") or "")
-        for m in messages
-        if m.get("role") == "tool"
-    }
+    results = _results(messages)
     updates: list[Any] = []
     previous = ""
-    for message in messages:
+    number = itertools.count(1)  # each call's place, as `places` counts them
+    for index, message in enumerate(messages):
         role, content = message.get("role"), message.get("content")
         if role == "user" and not (previous == "tool" and isinstance(content, list)):
             # (a list after tool results is their images; a request after an interrupted
@@ -382,14 +462,27 @@ def history(
             if isinstance(content, str) and content:
                 updates.append(update_agent_message_text(_cut(redact(content))))
             for call in message.get("tool_calls") or []:
-                result = results.get(call.get("id"))
+                result, place = results.get((index, call.get("id"))), next(number)
                 # the plan an update_plan call set is shown again as the live one was
                 if (plan := called_plan(call, result)) is not None:
                     updates.append(plan_update(plan[0], redact))
                 else:
-                    updates.append(_replayed_call(new_id(), call, result, registry))
+                    updates.append(_replayed_call(cards.claim(place), call, result, registry))
         previous = str(role)
     return updates
+
+
+def _results(messages: list[dict[str, Any]]) -> dict[tuple[int, Any], str]:
+    """Each tool result under its call's reply (that assistant message's index) and the
+    call's ID: the model's IDs repeat from one reply to the next (`call_1` every turn)."""
+    results: dict[tuple[int, Any], str] = {}
+    reply = -1
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            reply = index
+        elif message.get("role") == "tool":
+            results[(reply, message.get("tool_call_id"))] = str(message.get("content") or "")
+    return results
 
 
 def _blocks(content: Any, redact: Any) -> list[Any]:

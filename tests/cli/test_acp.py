@@ -58,6 +58,7 @@ class Editor:
         self.updates: list[Any] = []
         self.chunk = anyio.Event()
         self.commands = anyio.Event()
+        self.card = anyio.Event()  # a call was shown (tool_call)
         self.buffers = buffers or {}  # path -> the unsaved text of its open buffer
         self.reads: list[tuple[str, int | None, int | None]] = []
         self.writes: list[tuple[str, str]] = []
@@ -104,6 +105,8 @@ class Editor:
             self.chunk.set()
         if isinstance(update, AvailableCommandsUpdate):
             self.commands.set()
+        if isinstance(update, ToolCallStart):
+            self.card.set()
 
     def of(self, kind: type) -> list[Any]:
         return [u for u in self.updates if isinstance(u, kind)]
@@ -310,7 +313,6 @@ async def test_a_resource_is_read_as_text_and_an_untrusted_cwd_keeps_its_servers
     # The folder is not trusted: its own .mcp.json was not read, the editor's server was.
     tools = offered(llm)
     assert "files__read_file" in tools and not any(t.startswith("proj") for t in tools)
-    assert "local__read_file" not in tools  # no fallback server beside the editor's
     # A secret in the answer, streamed in pieces, reaches the editor masked.
     assert SECRET not in editor.answer()  # the pieces joined, as the editor shows them
     assert SECRET not in json.dumps([u.model_dump() for u in editor.updates])
@@ -328,9 +330,10 @@ async def test_stop_reasons_and_what_a_session_refuses(tmp_path: Path) -> None:
     script = [tool_calls(("files__list_dir", {})), error(400, "the model is broken")]
     with ScriptedLLM(*script) as llm:
         async with agent(tmp_path, Editor(), llm, "--max-steps", "1") as conn:
-            # The editor's server may not take a configured server's name; cwd must exist.
-            with pytest.raises(RequestError, match="'files' is also configured in"):
-                await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            # One name twice in mcpServers; cwd must exist.
+            twice = [files_server(root), files_server(root)]
+            with pytest.raises(RequestError, match="mcpServers: 'files' is given twice"):
+                await conn.new_session(cwd=str(root), mcp_servers=twice)
             with pytest.raises(RequestError, match="must be an existing absolute folder"):
                 await conn.new_session(cwd="relative/dir", mcp_servers=[])
             session = await conn.new_session(cwd=str(root), mcp_servers=[])
@@ -342,6 +345,7 @@ async def test_stop_reasons_and_what_a_session_refuses(tmp_path: Path) -> None:
 
 FS = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
 FORM_SERVER = Path(__file__).parents[1] / "support" / "form_server.py"
+SLOW_SERVER = Path(__file__).parents[1] / "support" / "slow_server.py"
 PNG = (  # a 1x1 PNG
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
@@ -526,3 +530,88 @@ async def test_a_server_s_form_is_declined_in_acp_s_own_words(tmp_path: Path) ->
     said = (tmp_path / "acp.stderr").read_text()
     assert "declined: ACP has no way to put a tool server's form to the editor" in said
     assert "single-shot" not in said and "-i at a terminal" not in said
+
+
+def slow_server() -> McpServerStdio:
+    """A context server of the editor's: tests/support/slow_server.py (`wait`, `write`)."""
+    return McpServerStdio(name="slow", command=sys.executable, args=[str(SLOW_SERVER)], env=[])
+
+
+def configure(tmp_path: Path, servers: dict[str, Any]) -> Path:
+    """The user's own mcp.json (the test's XDG_CONFIG_HOME)."""
+    configured = tmp_path / "xdg-config" / "mcp-agent" / "mcp.json"
+    configured.parent.mkdir(parents=True, exist_ok=True)
+    configured.write_text(json.dumps({"mcpServers": servers}))
+    return configured
+
+
+async def test_the_bundled_tools_stay_beside_the_editor_s_servers(tmp_path: Path) -> None:
+    """A Zed user with a context server still has the bundled file and shell tools, and
+    reads the unsaved buffer through them (nothing is configured: the bundled server is
+    the default, and the editor's servers are additions)."""
+    root = workspace(tmp_path)
+    notes = str(root / "notes.txt")
+    editor = Editor(buffers={notes: "unsaved words"})
+    script = [tool_calls(("local__read_file", {"path": "notes.txt"})), text("Read.")]
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, editor, llm, capabilities=FS) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[slow_server()])
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("read")])
+    tools = offered(llm, 0)
+    assert {"local__read_file", "local__bash", "slow__wait"} <= tools
+    [result] = [m["content"] for m in llm.messages(-1) if m["role"] == "tool"]
+    assert "unsaved words" in result  # the editor's buffer, through the bundled tool
+    assert [Path(p).name for p, _, _ in editor.reads] == ["notes.txt"]
+
+
+async def test_an_editor_server_takes_a_configured_name_for_its_session(tmp_path: Path) -> None:
+    """The user's mcp.json names `files` (the slow server); the editor sends its own
+    `files`: session/new succeeds, the editor's is the one connected, one note says so;
+    a server of the user's with another name stays, and the bundled one is not added
+    (the user configured servers)."""
+    root = workspace(tmp_path)
+    slow = {"command": sys.executable, "args": [str(SLOW_SERVER)]}
+    configured = configure(tmp_path, {"files": slow, "other": slow})
+    with ScriptedLLM(text("ok")) as llm:
+        async with agent(tmp_path, Editor(), llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("hi")])
+    tools = offered(llm, 0)
+    assert "files__read_file" in tools and "files__wait" not in tools
+    assert "other__wait" in tools and "local__read_file" not in tools
+    said = (tmp_path / "acp.stderr").read_text()
+    note = (
+        f"note: mcpServers: the editor's 'files' replaces the server configured in "
+        f"{configured} of that name for this session"
+    )
+    assert " ".join(said.split()).count(note) == 1, said
+
+
+async def test_a_call_cut_by_cancel_gets_its_final_update(tmp_path: Path) -> None:
+    """A call still running when the editor cancels the turn ends `failed`, saying so,
+    before the prompt's reply; the session goes on."""
+    root = workspace(tmp_path)
+    editor = Editor()
+    script = [tool_calls(("slow__wait", {"seconds": 60})), text("after")]
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[slow_server()])
+            sid = session.session_id
+            results: list[Any] = []
+            async with anyio.create_task_group() as tg:
+
+                async def ask() -> None:
+                    results.append(await conn.prompt(session_id=sid, prompt=[text_block("go")]))
+
+                tg.start_soon(ask)
+                with anyio.fail_after(30):
+                    await editor.card.wait()
+                await conn.cancel(session_id=sid)
+            shown = list(editor.updates)
+            after = await conn.prompt(session_id=sid, prompt=[text_block("more")])
+    assert results[0].stop_reason == "cancelled" and after.stop_reason == "end_turn"
+    [start] = [u for u in shown if isinstance(u, ToolCallStart)]
+    assert start.status == "in_progress"
+    final = [u for u in shown if isinstance(u, ToolCallProgress)][-1]
+    assert final.tool_call_id == start.tool_call_id and final.status == "failed"
+    assert final.content and "Cancelled" in final.content[0].content.text

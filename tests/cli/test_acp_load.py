@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from acp import RequestError, text_block
-from acp.schema import AgentMessageChunk, ToolCallStart, UserMessageChunk
+from acp.schema import AgentMessageChunk, ToolCallProgress, ToolCallStart, UserMessageChunk
 
 from tests.cli.test_acp import SECRET, Editor, agent, files_server, offered, workspace
 from tests.support.cli import RUN_MCP, cli_env
@@ -308,3 +308,44 @@ def test_a_file_for_stdin_or_stdout_is_one_line_not_a_traceback(tmp_path: Path, 
         f"error: acp: {where} is a file; the protocol runs over pipes: let the editor start "
         "it, or pipe it (`... | run_mcp.py acp | cat`)"
     ]
+
+
+async def test_a_replayed_call_keeps_the_id_it_had_live(tmp_path: Path) -> None:
+    """Each call card a session showed live (run, asked, in one reply with another) is
+    replayed by session/load in another process under the same ID, with its own result:
+    the scripted model's call IDs repeat every turn (`call_1`); a call after the load
+    gets an ID none of them has."""
+    root = workspace(tmp_path)
+    read = ("local__read_file", {"path": "notes.txt"})
+    write = ("local__write_file", {"path": "made.txt", "content": "made"})
+    script = [
+        tool_calls(read),
+        text("Read."),
+        tool_calls(write, ("local__list_dir", {})),
+        text("Wrote."),
+    ]
+    live_editor = Editor("allow_once")
+    with ScriptedLLM(*script) as llm:
+        async with agent(tmp_path, live_editor, llm) as conn:
+            session = await conn.new_session(cwd=str(root), mcp_servers=[])
+            for word in ("read", "write"):
+                await conn.prompt(session_id=session.session_id, prompt=[text_block(word)])
+    live = [u for u in live_editor.updates if isinstance(u, ToolCallStart)]
+    assert len(live) == 3 and len(live_editor.asked) == 1
+    outputs = {
+        u.tool_call_id: u.content[0].content.text
+        for u in live_editor.updates
+        if isinstance(u, ToolCallProgress) and u.status == "completed" and u.content
+    }
+    editor = Editor()
+    with ScriptedLLM(tool_calls(read), text("Again.")) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
+            sid = session.session_id
+            await conn.load_session(cwd=str(root), session_id=sid, mcp_servers=[])
+            replayed = [u for u in editor.updates if isinstance(u, ToolCallStart)]
+            await conn.prompt(session_id=sid, prompt=[text_block("once more")])
+    assert [c.tool_call_id for c in replayed] == [c.tool_call_id for c in live]
+    for card in replayed:  # each with its own call's result, not another reply's
+        assert card.content and card.content[0].content.text == outputs[card.tool_call_id]
+    [after] = [u for u in editor.updates if isinstance(u, ToolCallStart)][len(replayed) :]
+    assert after.tool_call_id not in {c.tool_call_id for c in live}
