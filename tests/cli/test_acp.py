@@ -565,17 +565,21 @@ async def test_the_bundled_tools_stay_beside_the_editor_s_servers(tmp_path: Path
 
 
 async def test_an_editor_server_takes_a_configured_name_for_its_session(tmp_path: Path) -> None:
-    """The user's mcp.json names `files` (the slow server); the editor sends its own
-    `files`: session/new succeeds, the editor's is the one connected, one note says so;
-    a server of the user's with another name stays, and the bundled one is not added
-    (the user configured servers)."""
+    """The user's mcp.json names `files` (the slow server, trusted); the editor sends its
+    own `files`: session/new succeeds, the editor's is the one connected, one note says
+    so, and it gets nothing of the name's trust (its write is asked, and refused); a
+    server of the user's with another name stays, and the bundled one is not added (the
+    user configured servers)."""
     root = workspace(tmp_path)
     slow = {"command": sys.executable, "args": [str(SLOW_SERVER)]}
-    configured = configure(tmp_path, {"files": slow, "other": slow})
-    with ScriptedLLM(text("ok")) as llm:
-        async with agent(tmp_path, Editor(), llm) as conn:
+    configured = configure(tmp_path, {"files": {**slow, "trust": True}, "other": slow})
+    write = tool_calls(("files__write_file", {"path": "made.txt", "content": "x"}))
+    editor = Editor("reject_once")
+    with ScriptedLLM(write, text("ok")) as llm:
+        async with agent(tmp_path, editor, llm) as conn:
             session = await conn.new_session(cwd=str(root), mcp_servers=[files_server(root)])
             await conn.prompt(session_id=session.session_id, prompt=[text_block("hi")])
+    assert len(editor.asked) == 1 and not (root / "made.txt").exists()
     tools = offered(llm, 0)
     assert "files__read_file" in tools and "files__wait" not in tools
     assert "other__wait" in tools and "local__read_file" not in tools
