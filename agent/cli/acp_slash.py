@@ -3,11 +3,12 @@
 The commands are the REPL's own table (agent.ui.commands.SlashCommands), not a copy:
 those that need the REPL's terminal (leaving it, a browser login, app pages: `Command
 .terminal`) are left out, the others are announced with `available_commands_update` and
-run by their own handlers when a prompt starts with `/name`. What a handler prints goes
-to a console that writes to memory (cleaned and masked as every console's output is),
-and from there to the editor as the answer. A question a handler would ask (/undo over
-files changed since) gets no answer, which each handler takes as "no"; `/prompt` and
-`/skill` end in a turn, run as any prompt's.
+run by their own handlers when a prompt starts with `/name` (custom commands are rows of
+the same table). What a handler prints goes to a console that writes to memory (cleaned
+and masked as every console's output is), and from there to the editor as the answer. A
+question a handler would ask (/undo over files changed since) gets no answer, which each
+handler takes as "no"; `/prompt`, `/skill` and custom commands end in a turn, run as any
+prompt's.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from agent.ui.commands import SlashCommands
 from agent.ui.render import EventRenderer
 from agent.ui.safe import SafeConsole
 
-COMMAND = re.compile(r"/([A-Za-z][\w-]*)(?:\s+(.*))?\Z", re.DOTALL)  # not "/etc/hosts …"
+# `/name args`, a custom command's `/frontend:test` too; not a path ("/etc/hosts …").
+COMMAND = re.compile(r"/([A-Za-z][\w.-]*(?::[\w.-]+)*)(?:\s+(.*))?\Z", re.DOTALL)
 WIDTH = 100  # columns of the tables the handlers print
 
 

@@ -28,6 +28,7 @@ from agent.session.startup import (
     verbosity,
 )
 from agent.tools.prestart import Prestarts
+from agent.ui import custom_commands
 from agent.ui.inline_image import inline_protocol
 from agent.ui.output import SingleShotOutput, print_answer, server_states
 from agent.ui.render import EventRenderer, LogLines
@@ -59,6 +60,9 @@ async def _single(
     out = SingleShotOutput(renderer, redact, output)
     logs = LogLines(stderr)
     agent: Agent | None = None
+    # `-p "/name args"`: a custom command's text is the request (its @refs then read)
+    invoked = custom_commands.invoked(request, custom_commands.available(prepared.settings))
+    request, command = (invoked.request, invoked.command) if invoked else (request, None)
     try:
         async with open_session(
             prepared,
@@ -72,8 +76,9 @@ async def _single(
             agent = session.agent
             out.record.servers = server_states(session.registry)
             assert session.request is not None  # the request, its @refs read
-            async for event in agent.run(session.request):
-                out.add(event)
+            with custom_commands.for_turn(agent, command, custom_commands.said_on(stderr)):
+                async for event in agent.run(session.request):
+                    out.add(event)
             logs.flush()
             out.record.servers = server_states(session.registry)
             out.report(agent.run_usage, agent.session_usage)

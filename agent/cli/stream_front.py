@@ -14,6 +14,7 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Mapping
 
 import anyio
 
@@ -27,6 +28,7 @@ from agent.cli.stream_input import (
 )
 from agent.common.signals import ended_by_signals
 from agent.config.settings import Settings
+from agent.extensions.command_files import CustomCommand
 from agent.loop.events import RunFinished, ToolCallFinished, ToolCallStarted, Usage
 from agent.loop.react import Agent
 from agent.session.startup import (
@@ -39,6 +41,7 @@ from agent.session.startup import (
     verbosity,
 )
 from agent.tools.prestart import Prestarts
+from agent.ui import custom_commands
 from agent.ui.output import server_states
 from agent.ui.render import EventRenderer, LogLines
 from agent.ui.safe import SafeConsole
@@ -65,6 +68,9 @@ async def _stream(
     logs = LogLines(stderr)
     agent: Agent | None = None
     closed = False
+    commands = custom_commands.available(prepared.settings)
+    invoked = custom_commands.invoked(request, commands) if request is not None else None
+    request, command = (invoked.request, invoked.command) if invoked else (request, None)
     try:
         async with open_session(
             prepared,
@@ -84,9 +90,9 @@ async def _stream(
                 tools=sorted(session.registry.tools),
             )
             if session.request is not None:
-                await _turn(session, session.request, out)
+                await _turn(session, session.request, out, command, stderr)
             else:
-                await _turns(session, out, stderr)
+                await _turns(session, out, stderr, commands)
             logs.flush()
             session.registry.hasten_shutdown()  # the process ends next: a short grace
     except* Unavailable as refused:
@@ -108,21 +114,29 @@ async def _stream(
     return out.exit_code
 
 
-async def _turn(session: Session, request: str, out: StreamJsonOutput) -> None:
-    """One turn on the session's agent: its events out as they come, then its result. A
+async def _turn(
+    session: Session,
+    request: str,
+    out: StreamJsonOutput,
+    command: CustomCommand | None,
+    stderr: SafeConsole,
+) -> None:
+    """One turn on the session's agent (`command`: the custom command it runs, whose
+    allowed-tools and model hold for it): its events out as they come, then its result. A
     call cut short (an interrupt, Ctrl-C) still gets its `tool_result` line: a program
     pairs each `tool_use` with one."""
     agent = session.agent
     out.start_turn(server_states(session.registry))
     running: dict[str, tuple[ToolCallStarted, float]] = {}
     try:
-        async with contextlib.aclosing(agent.run(request)) as events:
-            async for event in events:
-                out.add(event)
-                if isinstance(event, ToolCallStarted):
-                    running[event.call_id] = (event, time.monotonic())
-                elif isinstance(event, ToolCallFinished):
-                    running.pop(event.call_id, None)
+        with custom_commands.for_turn(agent, command, custom_commands.said_on(stderr)):
+            async with contextlib.aclosing(agent.run(request)) as events:
+                async for event in events:
+                    out.add(event)
+                    if isinstance(event, ToolCallStarted):
+                        running[event.call_id] = (event, time.monotonic())
+                    elif isinstance(event, ToolCallFinished):
+                        running.pop(event.call_id, None)
     finally:
         for call, began in running.values():
             ms = (time.monotonic() - began) * 1000
@@ -133,10 +147,16 @@ async def _turn(session: Session, request: str, out: StreamJsonOutput) -> None:
         out.report(agent.run_usage, agent.session_usage)
 
 
-async def _turns(session: Session, out: StreamJsonOutput, stderr: SafeConsole) -> None:
-    """A turn per user line, in order, in one session; a control request interrupts the
-    turn that is running (its result says cancelled) and the next line goes on; an
-    unusable line is an error line. Input ends: the queued turns run, then the session."""
+async def _turns(
+    session: Session,
+    out: StreamJsonOutput,
+    stderr: SafeConsole,
+    commands: Mapping[str, CustomCommand],
+) -> None:
+    """A turn per user line, in order, in one session (`/name args` runs a custom command);
+    a control request interrupts the turn that is running (its result says cancelled) and
+    the next line goes on; an unusable line is an error line. Input ends: the queued turns
+    run, then the session."""
     lines_in, lines = anyio.create_memory_object_stream[InputLine](QUEUED_LINES)
     turns_in, turns = anyio.create_memory_object_stream[UserTurn](QUEUED_LINES)
     read_lines(sys.stdin.buffer, lines_in)
@@ -162,11 +182,15 @@ async def _turns(session: Session, out: StreamJsonOutput, stderr: SafeConsole) -
         tg.start_soon(sort)
         async with turns:
             async for turn in turns:
-                request = await expand_refs(session.catalog, turn.text, stderr)
+                invoked = custom_commands.invoked(turn.text, commands)
+                text = invoked.request if invoked else turn.text
+                request = await expand_refs(session.catalog, text, stderr)
                 with anyio.CancelScope() as scope:
                     running.append(scope)
                     try:
-                        await _turn(session, request, out)
+                        await _turn(
+                            session, request, out, invoked.command if invoked else None, stderr
+                        )
                     finally:
                         running.clear()
 

@@ -56,13 +56,17 @@ STORE_NAME = "trusted-folders.json"
 # The working directory's own files the agent reads once the folder is trusted, and what
 # kind each is (for the question that shows what they would do). A new reader of the
 # working directory adds its files here, and checks Settings.workspace_trusted.
-WORKSPACE_FILES: dict[str, Literal["settings", "servers", "hooks", "agents", "other"]] = {
+WORKSPACE_FILES: dict[
+    str, Literal["settings", "servers", "hooks", "agents", "commands", "other"]
+] = {
     "config/config.toml": "settings",
     "config/mcp.json": "servers",
     ".mcp-agent/skills": "other",  # agent/extensions/skill_files.py PROJECT_FOLDERS
     ".claude/skills": "other",
     "config/hooks.json": "hooks",  # agent/extensions/hook_files.py: commands run around tool calls
     ".claude/agents": "agents",  # agent/extensions/agent_files.py: sub-agents' system prompts
+    ".claude/commands": "commands",  # agent/extensions/command_files.py: /NAME requests
+    ".gemini/commands": "commands",
     **{name: "servers" for name in PROJECT_CLIENT_FILES},  # .mcp.json, .vscode/mcp.json…
 }
 SHOWN = 240  # characters of one value in the question (beginning and end kept)
@@ -389,6 +393,8 @@ def _file_lines(trust: Trust, name: str, kind: str | None, environ: Mapping[str,
         return ["present (read by the agent once trusted)"]
     if kind == "agents":
         return [_agents_said(path)]
+    if kind == "commands":
+        return [_commands_said(path)]
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read
@@ -423,6 +429,27 @@ def _agents_said(folder: Path) -> str:
     return (
         f"sub-agent definitions ({listed or 'none'}): each file's text becomes the system "
         "prompt of a sub-agent the model may start"
+    )
+
+
+def _commands_said(folder: Path) -> str:
+    """The custom commands a folder holds (a subfolder's by `folder:name`, as they are
+    typed): each file's text is sent as the request, and its `allowed-tools` run without
+    asking in that turn. Listed as agent/extensions/command_files.py walks them."""
+    names: list[str] = []
+    for top, subfolders, files in os.walk(folder):  # links to folders are not followed
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        inside = Path(top).relative_to(folder).parts
+        names += [
+            ":".join([*inside, Path(f).stem]) for f in sorted(files) if f.endswith((".md", ".toml"))
+        ]
+        if len(names) > 20:
+            break
+    shown = sorted(names[:20])
+    listed = ", ".join("/" + _short(n) for n in shown) + (" …" if len(names) > 20 else "")
+    return (
+        f"custom commands ({listed or 'none'}): each file's text becomes your request when "
+        "you type its /NAME, and the tools its allowed-tools names run without asking then"
     )
 
 

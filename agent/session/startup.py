@@ -54,6 +54,7 @@ from agent.tools.registry import ToolRegistry
 from agent.tools.search import SearchBudget, ToolSearch, default_budget_tokens
 from agent.tools.server_requests import ServerRequests
 from agent.tools.stored import ResultStore
+from agent.ui import custom_commands
 from agent.ui.output import server_states
 from agent.ui.render import NORMAL, QUIET, VERBOSE
 from agent.ui.safe import SafeConsole, clean
@@ -540,6 +541,7 @@ async def open_session(
                 registry.log_listener = on_log
             skills = await load_skills(settings, registry, stderr)
             warn_definitions(settings, registry, stderr)
+            custom_commands.warn(settings, stderr, registry.redact)
             catalog = await open_catalog(registry, stderr, skills)
             if request is not None:
                 request = await expand_refs(catalog, request, stderr)

@@ -58,9 +58,14 @@ def available(
     return {name: command for name, command in found.items() if name not in BUILT_IN}
 
 
-def warn(settings: Settings, say: Say, environ: Mapping[str, str] = os.environ) -> None:
-    """Once a session: a line for each command file that is not one, and each command a
-    built-in shadows."""
+def warn(
+    settings: Settings,
+    stderr: Console,
+    redact: Callable[[str], str],
+    environ: Mapping[str, str] = os.environ,
+) -> None:
+    """Once a session, on stderr: a line for each command file that is not one, and each
+    command a built-in shadows (masked: a path or a file's words may hold a secret)."""
     found, warnings = find_commands(settings, environ)
     for name in sorted(found.keys() & BUILT_IN):
         warnings.append(
@@ -68,7 +73,7 @@ def warn(settings: Settings, say: Say, environ: Mapping[str, str] = os.environ) 
             "the built-in runs; rename the file to use it"
         )
     for warning in warnings:
-        say(f"warning: {warning}")
+        stderr.print(Text(redact(f"warning: {warning}"), style="yellow"))
 
 
 def invoked(text: str, commands: Mapping[str, CustomCommand]) -> Invoked | None:
@@ -107,6 +112,11 @@ def for_turn(agent: Agent, command: CustomCommand | None, say: Say) -> Iterator[
             model.model = name
 
 
+def said_on(console: Console) -> Say:
+    """Where `for_turn` says what a command changes for its turn: dim lines on `console`."""
+    return lambda line: console.print(Text(line, style="dim"))
+
+
 def help_line(command: CustomCommand) -> str:
     """What /help and an editor's command list say of it: what it does, how it is called,
     where it comes from."""
@@ -122,12 +132,9 @@ def table(
 ) -> tuple[tuple[str, str, Handler], ...]:
     """(name, help, handler) of each custom command, for the slash-command table."""
 
-    def say(line: str) -> None:
-        console.print(Text(line, style="dim"))
-
     def handler(command: CustomCommand) -> Handler:
         async def run(arg: str) -> None:
-            with for_turn(agent, command, say):
+            with for_turn(agent, command, said_on(console)):
                 await run_turn(expand(command, arg))
 
         return run
