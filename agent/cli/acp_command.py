@@ -56,6 +56,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 from anyio.abc import TaskGroup, TaskStatus
+from pydantic import ValidationError
 
 from agent import __version__
 from agent.cli.acp_files import route_files
@@ -492,7 +493,17 @@ class AcpAgent:
 
 def editor_server(entry: Any, cwd: Path) -> ServerConfig:
     """One of `session/new`'s mcpServers as our ServerConfig: stdio (run in the session's
-    cwd), http or sse."""
+    cwd), http or sse. What ServerConfig refuses (a name that is blank, or `agent`: the
+    agent's own tools) is the request's error in its words, not the SDK's bare "Invalid
+    params"."""
+    try:
+        return _editor_server(entry, cwd)
+    except ValidationError as exc:
+        said = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"mcpServers: '{getattr(entry, 'name', '?')}': {said}") from None
+
+
+def _editor_server(entry: Any, cwd: Path) -> ServerConfig:
     kind = getattr(entry, "type", None)
     if kind in ("http", "sse"):
         headers = {h.name: h.value for h in entry.headers}

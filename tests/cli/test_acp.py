@@ -619,3 +619,16 @@ async def test_a_call_cut_by_cancel_gets_its_final_update(tmp_path: Path) -> Non
     final = [u for u in shown if isinstance(u, ToolCallProgress)][-1]
     assert final.tool_call_id == start.tool_call_id and final.status == "failed"
     assert final.content and "Cancelled" in final.content[0].content.text
+
+
+async def test_an_editor_server_named_agent_is_one_clear_error(tmp_path: Path) -> None:
+    """`agent` names the agent's own tools: an editor's server of that name fails its
+    session/new in one line saying what to do, and the agent goes on."""
+    root = workspace(tmp_path)
+    named = McpServerStdio(name="agent", command=sys.executable, args=[str(SLOW_SERVER)], env=[])
+    with ScriptedLLM() as llm:
+        async with agent(tmp_path, Editor(), llm) as conn:
+            with pytest.raises(RequestError, match="mcpServers: 'agent': .*another name"):
+                await conn.new_session(cwd=str(root), mcp_servers=[named])
+            await conn.new_session(cwd=str(root), mcp_servers=[])  # still serving
+    assert "Traceback" not in (tmp_path / "acp.stderr").read_text()
