@@ -44,9 +44,11 @@ def imports_in(tree: ast.AST) -> set[str]:
 # at module level or inside a function (a lazy import still ties the layers together).
 # A module's layer is its longest listed prefix, so a new module must be placed here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # entry points: the command line, the Python API (a front end like the CLI's, whose
-    # keywords are the CLI's options), and the bundled server (a program of its own)
-    ("agent.cli", "agent.api", "agent.server"),
+    # entry points: the command line and the bundled server (a program of its own)
+    ("agent.cli", "agent.server"),
+    # the Python API: a front end like the CLI's, whose keywords are the CLI's options,
+    # resolved by the session below it (agent.session.run_settings), never through the CLI
+    ("agent.api",),
     # one session, opened the same way for every front end
     ("agent.session",),
     # what people see and answer: the REPL, a single-shot run's output, the app pages' host
@@ -123,11 +125,10 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 def test_lower_layers_never_import_upper_ones() -> None:
     graph = import_graph()
-    # The front ends open sessions: the CLI's (agent.cli.*) and the Python API, whose
-    # keywords are the CLI's long options, read from their one definition in cli.main.
+    # The front ends open sessions: the CLI's (agent.cli.*) and the Python API.
     front_ends = ("agent.cli.", "agent.api")
     for name, deps in graph.items():
-        if name not in ("agent.cli.main", "agent.api"):
+        if name != "agent.cli.main":
             assert "agent.cli.main" not in deps, name
         if not name.startswith(front_ends) and name != "agent.session.startup":
             assert "agent.session.startup" not in deps, f"{name} imports start-up; pass it down"
@@ -162,6 +163,9 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert upward_imports(graph) == []
     # config reads the stored logins' secrets itself, not through the auth layer above it
     assert "agent.auth.store" not in graph["agent.config.settings"]
+    # the Python API's settings come from the session layer, not from the command line
+    assert "agent.session.run_settings" in graph["agent.api"]
+    assert not any(dep.startswith("agent.cli") for dep in graph["agent.api"]), graph["agent.api"]
 
 
 def test_the_layer_check_finds_an_import_from_above() -> None:
@@ -170,6 +174,9 @@ def test_the_layer_check_finds_an_import_from_above() -> None:
         "agent.auth.store": set(),
     }
     assert upward_imports(graph) == ["agent.config.settings -> agent.auth.store"]
+    # the Python API resolves its settings through the session, not the command line
+    planted = {"agent.api": {"agent.cli.main", "agent.session.run_settings"}}
+    assert upward_imports(planted) == ["agent.api -> agent.cli.main"]
     late = "def f():\n    from agent.auth.store import token_file\n"
     assert imports_in(ast.parse(late)) == {"agent.auth.store", "agent.auth.store.token_file"}
 
@@ -449,7 +456,7 @@ RAW_WRITES_ALLOWED: dict[str, tuple[int, str]] = {
     "agent.config.servers": (1, "the world-readable secrets warning: a path and key names"),
     "agent.auth.login": (1, "LoginHost's default notify; front ends pass a SafeConsole's"),
     # Each of its lines goes through clean() already (workspace trust's own module).
-    "agent.cli.trust_command": (5, "`run_mcp.py trust` lines, each through agent.ui.safe.clean"),
+    "agent.cli.trust_command": (3, "`run_mcp.py trust` lines, each through agent.ui.safe.clean"),
 }
 
 

@@ -6,12 +6,14 @@ every front end uses (agent.session.startup, the one loop `Agent.run`).
         async for event in agent.stream("and why?"):  # the loop's own events
             ...
 
-The keywords of `open_agent` are the command line's long options (`--max-steps` is
-`max_steps`), read from their one definition in agent.cli.main, so every flag a run takes
-is a keyword here with the same meaning and default. Documented in docs/python-api.md.
+The keywords of `open_agent` are the command line's long options that shape a session
+(`--max-steps` is `max_steps`), resolved into Settings as the CLI's are, by
+agent.session.run_settings (`SESSION_OPTIONS`, checked against the CLI's `run` by the
+tests), so every such flag is a keyword here with the same meaning and default.
+Documented in docs/python-api.md.
 
-May import: agent.cli (the options' definition) and every package below it. A front end
-like the CLI's: placed beside agent.cli in tests/test_architecture.py's LAYERS.
+May import: agent.session and every package below it; never agent.cli. A front end like
+the CLI's: placed beside agent.cli in tests/test_architecture.py's LAYERS.
 """
 
 from __future__ import annotations
@@ -27,11 +29,10 @@ from typing import Any
 
 import anyio
 
-from agent.cli.main import resolve_settings, run
-from agent.cli.trust_command import settle
 from agent.common.errors import AgentError
 from agent.loop.approval import ApprovalRequest, Decision
 from agent.loop.events import Event
+from agent.session.run_settings import SESSION_OPTIONS, resolve_settings, settle
 from agent.session.startup import (
     Session,
     Unavailable,
@@ -52,10 +53,6 @@ __all__ = [
     "ToolCall",
     "open_agent",
 ]
-
-# What a run of the command line reads that a program does not pass: one request, its
-# output, the REPL, a login, the version; `resume` (a session ID) stays a keyword.
-NOT_OPTIONS = frozenset({"prompt", "interactive", "output", "input_format", "login", "version"})
 
 Approve = Callable[[ApprovalRequest], "bool | Decision | Awaitable[bool | Decision]"]
 
@@ -171,18 +168,13 @@ class OpenAgent:
 
 
 def options(given: dict[str, Any]) -> dict[str, Any]:
-    """The command line's options with their defaults, updated by `given` (checked)."""
-    params = {
-        name: p for name, p in inspect.signature(run).parameters.items() if name not in NOT_OPTIONS
-    }
+    """The session's options with their defaults, updated by `given` (checked)."""
     for name in given:
-        if name not in params:
-            near = difflib.get_close_matches(name, params, n=1)
+        if name not in SESSION_OPTIONS:
+            near = difflib.get_close_matches(name, SESSION_OPTIONS, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise TypeError(f"open_agent() got an unknown option {name!r}{hint}")
-    opts: dict[str, Any] = {name: p.default for name, p in params.items()}
-    opts.update(prompt=None, interactive=False, output="text", login=None, version=False)
-    opts.update(given)
+    opts: dict[str, Any] = {**SESSION_OPTIONS, **given}
     if isinstance(opts.get("config"), str):
         opts["config"] = Path(opts["config"])
     if opts.get("mcp_config") is not None:

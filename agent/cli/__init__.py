@@ -3,6 +3,6 @@
 the REPL, a batch), and the one place exceptions become exit codes.
 
 May import: every package below it (session, ui, apps, loop, extensions, tools, auth,
-model, config, common). Nothing imports it but `run_mcp.py` and agent.api (the Python
-API's keywords are `run`'s options).
+model, config, common). Nothing imports it but `run_mcp.py`: the Python API (agent.api)
+takes the same options from agent.session.run_settings.
 """

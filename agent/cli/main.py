@@ -7,32 +7,26 @@ documented exit codes. Set MCP_AGENT_DEBUG=1 to re-raise instead (for tests and 
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-from pydantic import ValidationError
 
-from agent.cli.trust_command import settle, trust_app
+from agent.cli.trust_command import trust_app
 from agent.cli.usage_errors import is_usage_error, usage_message
 from agent.common.errors import AgentError, ConfigError
 from agent.common.malloc import return_big_buffers
 from agent.common.private import make_non_dumpable
 from agent.common.redact import PATTERNS_ONLY
 from agent.common.signals import SignalEnded, ending_signals_raise
-from agent.config.build import build_settings
-from agent.config.servers import infer_type
-from agent.config.settings import ServerConfig, Settings
+from agent.session.run_settings import CLI_SERVER_NAME, resolve_settings, settle
 from agent.tools.prestart import Prestarts, prestart
 
 # The other codes (1 runtime error, 3 max_steps) come from a run's status: output.EXIT_CODES.
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
-CLI_SERVER_NAME = "main"
 USAGE = (
     "run_mcp.py: no terminal and no request: pass one with -p TEXT (or pipe it in), or run "
     "it at a terminal for the REPL; run_mcp.py --help lists the options"
@@ -48,101 +42,6 @@ app = typer.Typer(
 )
 
 
-def parse_header(value: str) -> tuple[str, str]:
-    name, sep, rest = value.partition(":")
-    if not sep or not name.strip():
-        raise ConfigError(f"--header {value!r}: expected 'Name: value'")
-    return name.strip(), rest.strip()
-
-
-def cli_server(
-    connection: str | None,
-    server_url: str | None,
-    server_command: str | None,
-    headers: list[str],
-    name: str,
-) -> ServerConfig | None:
-    """The server named on the command line, if any. Without --connection: stdio, or for
-    --server-url what the mcpServers file would infer (`.../sse` is sse, else http)."""
-    if connection is None:
-        connection = "stdio" if not server_url else infer_type({"url": server_url}, "--server-url")
-    if connection not in ("stdio", "sse", "http", "openapi"):
-        raise ConfigError(f"--connection {connection!r}: use stdio, sse, http or openapi")
-    parsed = dict(parse_header(h) for h in headers)
-    if connection == "stdio":
-        if server_url:
-            raise ConfigError("--server-url needs --connection sse, http or openapi")
-        if parsed:
-            raise ConfigError("--header is for sse, http or openapi servers (see --connection)")
-        if server_command is None:
-            return None
-        try:
-            argv = shlex.split(server_command)
-        except ValueError as exc:
-            raise ConfigError(f"--server-command: {exc}") from None
-        if not argv:
-            raise ConfigError("--server-command is empty")
-        return ServerConfig(
-            name=name, type="stdio", command=argv[0], args=tuple(argv[1:]), required=True
-        )
-    if not server_url:
-        raise ConfigError(f"--connection {connection} needs --server-url URL")
-    if not server_url.startswith(("http://", "https://")):
-        raise ConfigError(f"--server-url {server_url!r}: must start with http:// or https://")
-    return ServerConfig(name=name, type=connection, url=server_url, headers=parsed, required=True)  # type: ignore[arg-type]
-
-
-def resolve_settings(opts: dict[str, Any], environ: dict[str, str]) -> Settings:
-    try:
-        server = cli_server(
-            opts["connection"],
-            opts["server_url"],
-            opts["server_command"],
-            opts["header"],
-            opts["server_name"],
-        )
-    except ValidationError as exc:  # ServerConfig's rules for a name: not blank, not 'agent'
-        said = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"--server-name {opts['server_name']!r}: {said}") from None
-    flags = {
-        "llm": {"model": opts["model"], "base_url": opts["base_url"]},
-        "agent": {
-            "max_steps": opts["max_steps"],
-            "allowed_tools": tuple(opts["allowed_tools"]) or None,
-            "disallowed_tools": tuple(opts["disallowed_tools"]) or None,
-        },
-        "ui": {
-            "quiet": opts["quiet"] or None,
-            "verbose": opts["verbose"] or None,
-            "approval": "yes" if opts["yes"] else None,
-            "browser": False if opts["no_browser"] else None,
-        },
-    }
-    return build_settings(
-        config_path=opts["config"],
-        mcp_config_path=opts["mcp_config"],
-        cli_server=server,
-        environ=environ,
-        flags=flags,
-        workspace=opts.get("workspace"),  # `acp`: each session's cwd
-        trust_workspace=opts["trust_workspace"],
-        ask_input=ask_at_terminal if sys.stdin.isatty() else None,
-        only=tuple(n.strip() for n in (opts.get("servers") or "").split(",") if n.strip()),
-    )
-
-
-def ask_at_terminal(input_id: str, description: str, password: bool) -> str:
-    """VS Code's `${input:ID}`: asked here once per run, hidden when it is a password."""
-    from agent.ui.safe import clean  # the description comes from a file
-
-    hidden = ", hidden" if password else ""
-    prompt = f"{clean(description)} (input '{clean(input_id)}'{hidden}): "
-    if password:
-        return getpass.getpass(prompt)
-    _say(prompt, end="")
-    return sys.stdin.readline().rstrip("\n")
-
-
 def _show_version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
@@ -154,6 +53,8 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+# Its options that shape a session are also agent/session/run_settings.py's SESSION_OPTIONS
+# (the Python API's keywords): a new one goes there too (tests/api/test_api.py checks).
 @app.command()
 def run(
     connection: Annotated[

@@ -1,13 +1,14 @@
-"""`run_mcp.py trust [PATH]`, and settling a run's trust before its servers start.
+"""`run_mcp.py trust [PATH]`: remember an answer for a folder.
 
 Kept apart from agent/cli/main.py: main() hands it any command line that starts with `trust`.
+Settling a run's trust before its servers start (`settle`, the REPL's question) is the
+session's: agent/session/run_settings.py, named here still for the subcommands that import
+it from this module.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -15,19 +16,10 @@ import typer
 
 from agent.common.errors import ConfigError
 from agent.config.build import default_state_dir, workspace_trust
-from agent.config.settings import Settings
-from agent.config.trust import (
-    STORE_NAME,
-    WORKSPACE_FILES,
-    Answer,
-    decide,
-    hint,
-    load_store,
-    question,
-    real,
-    remember,
-    with_changes,
-)
+from agent.config.trust import Answer, load_store, question, real, remember
+from agent.session.run_settings import settle
+
+__all__ = ["settle", "trust", "trust_app"]
 
 trust_app = typer.Typer(
     add_completion=False,
@@ -70,46 +62,3 @@ def trust(
     if answer == "trust":
         for line in shown.lines:
             print(clean(f"  {line}"))  # the folder's own text: shown inert
-
-
-def settle(
-    settings: Settings,
-    environ: Mapping[str, str],
-    *,
-    ask: bool,
-    trusted: Callable[[], Settings],
-) -> Settings:
-    """The run's settings once the folder's trust is settled (before any server starts).
-
-    An untrusted folder with files of its own: the REPL asks (unless the answer was
-    "never", or a file is one the question cannot read: then it says so in one line, and
-    the run goes on with the folder untrusted); any other run says in one stderr line what
-    was ignored and how to trust. `trusted` builds the settings again with the folder trusted.
-    """
-    if settings.workspace_trusted or not settings.untrusted_files:
-        return settings
-    from agent.ui.safe import clean
-
-    # Its envFiles the servers would read are in untrusted_files beside its own files.
-    env_files = tuple(f for f in settings.untrusted_files if f not in WORKSPACE_FILES)
-    found = decide(settings.workspace, environ, settings.state_dir, env_files=env_files)
-    shown = question(found, environ)
-    if not ask or found.never or shown.unreadable:
-        # a folder's name, a file's words may hold escapes
-        print(clean(hint(found, environ, shown)), file=sys.stderr)
-        return settings
-    from prompt_toolkit import PromptSession
-
-    from agent.ui.safe import SafeConsole
-    from agent.ui.trust_question import ask_trust
-
-    lines = with_changes(found, shown.lines)
-    reply = ask_trust(found, lines, SafeConsole(stderr=True), PromptSession())
-    if reply == "not now":
-        return settings
-    try:
-        remember(settings.state_dir, found.folder, reply, found, shown)
-    except OSError as exc:
-        where = settings.state_dir / STORE_NAME
-        print(f"warning: cannot remember it in {where}: {exc.strerror}", file=sys.stderr)
-    return trusted() if reply == "trust" else settings

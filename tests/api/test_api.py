@@ -3,6 +3,7 @@ the API in this process against the bundled server and the scripted model."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import subprocess
@@ -113,6 +114,21 @@ async def test_an_unknown_option_names_the_close_one(workspace: Path) -> None:
     with pytest.raises(AgentError, match="--connection 'ftp'"):
         async with open_agent(connection="ftp"):
             pass
+
+
+def test_the_keywords_are_the_command_line_s_options_that_shape_a_session() -> None:
+    """The API's keywords live below the CLI (agent.session.run_settings, so agent.api never
+    imports agent.cli): every option of `run` but those about one run's input and output is
+    one of them, with the same default, and nothing else is."""
+    from agent.cli.main import run
+    from agent.cli.subcommands import ONE_RUN_OPTIONS
+    from agent.session.run_settings import SESSION_OPTIONS
+
+    one_run = set(ONE_RUN_OPTIONS) - {"resume"}  # a session's ID is a keyword
+    flags = inspect.signature(run).parameters.items()
+    shared = {name: p.default for name, p in flags if name not in one_run}
+    keywords = {k: list(v) if isinstance(v, tuple) else v for k, v in SESSION_OPTIONS.items()}
+    assert keywords == shared
 
 
 async def test_a_second_turn_asked_meanwhile_waits_for_the_first(workspace: Path) -> None:
