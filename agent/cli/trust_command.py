@@ -16,7 +16,8 @@ import typer
 
 from agent.common.errors import ConfigError
 from agent.config.build import default_state_dir, workspace_trust
-from agent.config.trust import Answer, load_store, question, real, remember
+from agent.config.trust import Answer, load_store, real, remember
+from agent.config.trust_listing import question
 from agent.session.run_settings import settle
 
 __all__ = ["settle", "trust", "trust_app"]

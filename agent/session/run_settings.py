@@ -26,15 +26,8 @@ from agent.common.errors import ConfigError
 from agent.config.build import build_settings
 from agent.config.servers import infer_type
 from agent.config.settings import ServerConfig, Settings
-from agent.config.trust import (
-    STORE_NAME,
-    WORKSPACE_FILES,
-    decide,
-    hint,
-    question,
-    remember,
-    with_changes,
-)
+from agent.config.trust import STORE_NAME, WORKSPACE_FILES, decide, hint, remember
+from agent.config.trust_listing import question, with_changes
 
 CLI_SERVER_NAME = "main"
 

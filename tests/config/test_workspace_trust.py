@@ -26,7 +26,8 @@ from rich.console import Console
 from agent.cli.trust_command import settle
 from agent.common.errors import ConfigError
 from agent.config.build import build_settings
-from agent.config.trust import STORE_NAME, decide, describe, hint
+from agent.config.trust import STORE_NAME, decide, hint
+from agent.config.trust_listing import describe
 from agent.ui.trust_question import ask_trust
 from tests.support.cli import RUN_MCP, run_cli
 from tests.support.fake_llm import ScriptedLLM, text

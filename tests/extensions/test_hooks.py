@@ -15,7 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.config.trust import decide, describe
+from agent.config.trust import decide
+from agent.config.trust_listing import describe
 from agent.extensions.hook_files import Hook, HookSet, load_hooks
 from agent.extensions.hooks import Hooks
 from tests.support.cli import run_cli
