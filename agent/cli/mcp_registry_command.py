@@ -84,7 +84,7 @@ def add_from_registry(
     at_terminal = sys.stdin.isatty()
     with Registry(registry_url(flag, dict(os.environ))) as registry:
         server = registry.latest(name)
-    chosen = plan(server, given, _ask if at_terminal else None)
+    chosen = plan(server, given, _ask if at_terminal else None, references=storage == "env")
     saved_as = local_name or name.rsplit("/", 1)[-1]
     if storage is None:
         storage = _ask_storage(chosen) if at_terminal and chosen.secrets else "file"

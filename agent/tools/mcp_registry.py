@@ -228,9 +228,17 @@ def instructions_of(server: Mapping[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-def plan(server: Mapping[str, Any], given: Mapping[str, str], ask: Asker | None) -> Plan:
-    """The entry for a server.json: a remote if it has one, else its first package we run."""
-    inputs = _Inputs(dict(given), ask)
+def plan(
+    server: Mapping[str, Any],
+    given: Mapping[str, str],
+    ask: Asker | None,
+    *,
+    references: bool = False,
+) -> Plan:
+    """The entry for a server.json: a remote if it has one, else its first package we run.
+    `references` (`--secrets env`): a secret not given is written as a `${NAME}` reference,
+    never asked for (its value would only be thrown away)."""
+    inputs = _Inputs(dict(given), ask, references)
     remotes = [r for r in server.get("remotes") or [] if isinstance(r, dict)]
     remote = next((r for r in remotes if r.get("type") in ("streamable-http", "sse")), None)
     if remote is not None:
@@ -257,8 +265,8 @@ def plan(server: Mapping[str, Any], given: Mapping[str, str], ask: Asker | None)
 class _Inputs:
     """Values for the registry's inputs: given with -e, else asked, else the default."""
 
-    def __init__(self, given: dict[str, str], ask: Asker | None) -> None:
-        self.given, self.ask = given, ask
+    def __init__(self, given: dict[str, str], ask: Asker | None, references: bool = False) -> None:
+        self.given, self.ask, self.references = given, ask, references
         self.values: dict[str, str] = {}
         self.secret: set[str] = set()
         self.used: set[str] = set()
@@ -273,6 +281,9 @@ class _Inputs:
         self.used.add(name)
         if spec.get("isSecret"):
             self.secret.add(name)
+            if self.references and name not in self.given:
+                self.values[name] = f"${{{name}}}"  # set in the environment, not here
+                return self.values[name]
         default = spec.get("default") if isinstance(spec.get("default"), str) else None
         choices = tuple(str(c) for c in spec.get("choices") or ())
         answer = self.given.get(name)

@@ -128,6 +128,20 @@ def test_add_a_package_pinned_to_its_version_with_its_variables(
     assert SECRET not in out + err + user_file(tmp_path).read_text()
 
 
+def test_secrets_env_asks_for_no_value_it_would_throw_away(
+    tmp_path: Path, registry: tuple[str, list[str]]
+) -> None:
+    """Issue 41 #5: `--secrets env` writes `${NOTES_TOKEN}`, so a value for it is not
+    needed: it was demanded (exit 2) and then thrown away."""
+    url, _ = registry
+    argv = ["add", "io.example/notes", "--registry", url, "-e", "folder=/srv/notes"]
+    rc, out, err = mcp(tmp_path, *argv, "--secrets", "env")
+    assert rc == 0, err
+    entry = json.loads(user_file(tmp_path).read_text())["mcpServers"]["notes"]
+    assert entry["env"]["NOTES_TOKEN"] == "${NOTES_TOKEN}"
+    assert "set in your environment: NOTES_TOKEN (not written)" in out
+
+
 def test_pypi_and_oci_packages_and_instructions_shown_never_run(
     tmp_path: Path, registry: tuple[str, list[str]]
 ) -> None:
