@@ -5,10 +5,11 @@ servers and model and returns its answer, with `structuredContent` {answer, stat
 session_id, tool_calls, usage} (`--output json`'s fields, masked by the session's
 redactor). The 2026-07-28 protocol has no sessions of its own, so a conversation is named
 by `session_id`: a call that passes one continues it; conversations live in memory for the
-server's life, at most MAX_CONVERSATIONS (the least recently used one is closed). A
-`session_id` is its transcript's ID (what `--resume` takes) and a secret of 192 random
-bits, and a conversation belongs to the caller that started it where the transport tells
-callers apart (an HTTP session): another caller presenting it is told it is unknown.
+server's life, at most MAX_CONVERSATIONS (the least recently used one is closed; the
+bookkeeping is agent.cli.serve_conversations). A `session_id` is its transcript's ID
+(what `--resume` takes) and a secret of 192 random bits, and a conversation belongs to the
+caller that started it where the transport tells callers apart (an HTTP session): another
+caller presenting it is told it is unknown.
 
 One session is opened as for every front end (agent.session.startup); each conversation
 is a `Session.conversation` run by the one loop. A call that needs approval is asked of
@@ -26,19 +27,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
 import os
-import secrets
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
 import anyio
 import typer
-from anyio.abc import TaskGroup
 from mcp.server.context import ServerRequestContext
 from mcp.server.elicitation import render_elicitation_schema
 from mcp.server.mcpserver import Context, MCPServer
@@ -55,6 +51,7 @@ from mcp.types import (
 from pydantic import BaseModel, Field, ValidationError
 
 from agent import __version__
+from agent.cli.serve_conversations import Conversations, Done, Question, Turn
 from agent.cli.serve_http import Listener, is_loopback, listen, serve_http
 from agent.cli.serve_tasks import ServeTasks, Task, caller_of
 from agent.cli.subcommands import run_session, session_command_app
@@ -64,24 +61,16 @@ from agent.common.redact import Redactor
 from agent.config.settings import Settings
 from agent.loop.approval import ApprovalRequest, Decision
 from agent.loop.events import Event, StepStarted, ToolCallFinished, ToolCallStarted
-from agent.loop.react import Agent
 from agent.session.startup import (
     LOCAL_HOSTS,
-    Session,
     Unavailable,
-    expand_refs,
     open_script_session,
     prepare_session,
     with_local_server,
 )
-from agent.ui.output import RunRecord, server_states
 from agent.ui.safe import SafeConsole
 
-MAX_CONVERSATIONS = 32  # kept in memory; the least recently used one is closed beyond
-ANSWER_WAIT = 600.0  # seconds a caller has to answer an approval before it is a no
-STOP_WAIT = 10.0  # seconds tasks/cancel waits for the turn (and its tool calls) to end
 MAX_SHOWN_ARGUMENTS = 2000  # characters of a call's arguments an approval question shows
-SERVE_KEYS = ("answer", "status", "session_id", "tool_calls", "usage")
 # Why a tool server's own form (elicitation) is declined under serve.
 SERVE_CANNOT_ANSWER = "serve does not pass a tool server's forms on to its caller"
 
@@ -136,17 +125,6 @@ def run_serve(
     return run_session(settings, _serve, settings, http, host)
 
 
-@dataclass
-class Conversation:
-    """One conversation: its agent, and a lock so its turns run one at a time."""
-
-    agent: Agent
-    session_id: str
-    close: contextlib.AsyncExitStack
-    caller: str | None  # who started it (serve_tasks.caller_of); only they continue it
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-
-
 class Approval(BaseModel):
     """The approval question's form: accept runs the call; decline or cancel refuses it."""
 
@@ -192,156 +170,6 @@ def input_required(ctx: Context) -> bool:
     with its answer; older protocols send `elicitation/create` in the middle of the call."""
     version = ctx.protocol_version
     return version is not None and version >= "2026-07-28"
-
-
-@dataclass
-class Question:
-    """A call waiting for the caller's approval."""
-
-    request: ApprovalRequest
-    key: str
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    decision: Decision = "no"
-
-    def answer(self, decision: Decision) -> None:
-        self.decision = decision
-        self.answered.set()
-
-
-@dataclass
-class Done:
-    result: CallToolResult
-
-
-Out = Event | Question | Done
-
-
-class Turn:
-    """One `ask` running in the server's task group, so that on 2026-07-28 it outlives the
-    request that started it while the caller answers an approval and retries."""
-
-    def __init__(self, conversation: Conversation, elicits: bool) -> None:
-        self.conversation = conversation
-        self.elicits = elicits
-        self.token = secrets.token_urlsafe(24)  # request_state: unguessable, never parsed
-        self.out_send, self.out = anyio.create_memory_object_stream[Out](math.inf)
-        self.scope = anyio.CancelScope()
-        self.asking: Question | None = None
-        self.asked = 0
-        self.ended = anyio.Event()
-
-    async def stop(self) -> None:
-        """End the turn (its tool calls with it) and wait, boundedly, until it has."""
-        self.scope.cancel()
-        with anyio.move_on_after(STOP_WAIT):
-            await self.ended.wait()
-
-    async def ask(self, request: ApprovalRequest) -> Decision:
-        """The approval policy's question: to the caller, who may not leave it unanswered
-        for ever (after ANSWER_WAIT it is a no, and the turn is ended)."""
-        if not self.elicits:
-            return "no"
-        self.asked += 1
-        question = Question(request, f"approve-{self.asked}")
-        await self.out_send.send(question)
-        with anyio.move_on_after(ANSWER_WAIT) as waited:
-            await question.answered.wait()
-        if waited.cancelled_caught:
-            self.scope.cancel()
-            return "no"
-        return question.decision
-
-
-class Conversations:
-    """The conversations callers started, by session ID, least recently used first, and
-    the turns waiting for a caller's answer, by their request_state."""
-
-    def __init__(self, session: Session, stderr: SafeConsole, tg: TaskGroup) -> None:
-        self.session = session
-        self.stderr = stderr
-        self.tg = tg
-        self.open: OrderedDict[str, Conversation] = OrderedDict()
-        self.waiting: dict[str, Turn] = {}
-
-    async def get(self, session_id: str | None, caller: str | None) -> Conversation:
-        """The conversation `session_id` names, or a new one for `caller`. An ID that is
-        not one of this caller's is an error, worded as for an ID that never was, so that
-        another caller learns nothing of it."""
-        if session_id is not None:
-            found = self.open.get(session_id)
-            if found is None or found.caller != caller:
-                raise ConfigError(
-                    "unknown session_id: no conversation of yours by that ID on this server "
-                    f"(it ended, or was closed as one of more than {MAX_CONVERSATIONS}): "
-                    "call ask without session_id to start one"
-                )
-            self.open.move_to_end(session_id)
-            return found
-        stack = contextlib.AsyncExitStack()
-        agent, saved_id = await stack.enter_async_context(self.session.conversation(self.stderr))
-        new_id = f"{saved_id}.{secrets.token_urlsafe(24)}"  # never guessed, even in minutes
-        self.open[new_id] = Conversation(agent, new_id, stack, caller)
-        await self._bound()
-        return self.open[new_id]
-
-    async def _bound(self) -> None:
-        """Close the least recently used idle conversations beyond MAX_CONVERSATIONS."""
-        for session_id in list(self.open):
-            if len(self.open) <= MAX_CONVERSATIONS:
-                return
-            if not self.open[session_id].lock.locked():
-                await self.open.pop(session_id).close.aclose()
-
-    async def aclose(self) -> None:
-        while self.open:
-            _, conversation = self.open.popitem(last=False)
-            await conversation.close.aclose()
-
-    def start(self, turn: Turn, prompt: str, task: Task | None = None) -> None:
-        """Run the turn in the background; with a task, its events go to that task."""
-        self.tg.start_soon(self._run, turn, prompt)
-        if task is not None:
-            task.stop = turn.stop
-            self.tg.start_soon(drive_task, self.session.registry.redact, turn, task)
-
-    async def _run(self, turn: Turn, prompt: str) -> None:
-        """The turn, run by the one loop on its conversation's agent (one turn at a time)."""
-        try:
-            await self._run_locked(turn, prompt)
-        finally:
-            turn.ended.set()
-
-    async def _run_locked(self, turn: Turn, prompt: str) -> None:
-        session, conversation = self.session, turn.conversation
-        redact = session.registry.redact
-        async with turn.out_send, conversation.lock:
-            agent = conversation.agent
-            # A caller that cannot be asked: the policy's own "no approval for it" (how the
-            # person who started serve allows it), not "the user declined" (nobody was asked).
-            agent.approval.ask = turn.ask if turn.elicits else None
-            record = RunRecord(servers=server_states(session.registry))
-            with turn.scope:
-                request = await expand_refs(session.catalog, prompt, self.stderr)
-                async with contextlib.aclosing(agent.run(request)) as events:
-                    async for event in events:
-                        record.add(event)
-                        await turn.out_send.send(event)
-            self.waiting.pop(turn.token, None)
-            record.servers = server_states(session.registry)
-            result = record.to_json(agent.run_usage, agent.session_usage)
-            data = redact.deep({"session_id": conversation.session_id, **result})
-            await turn.out_send.send(Done(tool_result(data)))
-
-
-def tool_result(data: dict[str, Any]) -> CallToolResult:
-    """`ask`'s result: the answer as text, the record's fields as structuredContent."""
-    text = data["answer"] if data["status"] == "answered" else None
-    text = text or f"status {data['status']}: {data.get('error') or 'no answer'}"
-    return CallToolResult(
-        content=[TextContent(text=text)],
-        structured_content={key: data[key] for key in SERVE_KEYS},
-        is_error=data["status"] == "error",
-    )
 
 
 def _progress_message(event: Event) -> str | None:
@@ -436,7 +264,9 @@ async def start_task(
     except AgentError as exc:
         return refusal(conversations, exc)
     turn = Turn(conversation, can_elicit(ctx.session.client_capabilities))
-    conversations.start(turn, arguments["prompt"], task)
+    conversations.start(turn, arguments["prompt"])
+    task.stop = turn.stop
+    conversations.tg.start_soon(drive_task, conversations.session.registry.redact, turn, task)
     return None
 
 

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.session import ClientRequestContext
 
-from agent.cli import serve_command
+from agent.cli import serve_conversations
 from agent.loop.approval import ApprovalRequest
 from agent.tools.mcp_tasks import send_raw
 from tests.support.cli import RUN_MCP, cli_env, run_cli
@@ -242,17 +242,17 @@ def test_a_question_left_unanswered_is_a_no_and_ends_the_turn(
 ) -> None:
     """The caller that never retries with its answer (2026-07-28): after ANSWER_WAIT (10
     minutes, as docs/programs.md says; shortened here) the call is refused, the turn ended."""
-    assert serve_command.ANSWER_WAIT == 600
-    monkeypatch.setattr(serve_command, "ANSWER_WAIT", 0.05)
+    assert serve_conversations.ANSWER_WAIT == 600
+    monkeypatch.setattr(serve_conversations, "ANSWER_WAIT", 0.05)
     request = cast(ApprovalRequest, None)  # only carried to the caller
 
     async def main() -> tuple[str, Any, bool]:
-        turn = serve_command.Turn(cast(Any, None), elicits=True)
+        turn = serve_conversations.Turn(cast(Any, None), elicits=True)
         said = await turn.ask(request)
         return said, turn.out.receive_nowait(), turn.scope.cancel_called
 
     said, question, ended = anyio.run(main)
-    assert said == "no" and isinstance(question, serve_command.Question) and ended
+    assert said == "no" and isinstance(question, serve_conversations.Question) and ended
 
 
 def test_a_client_without_the_tasks_extension_gets_no_task_methods(tmp_path: Path) -> None:
