@@ -81,7 +81,7 @@ async def test_time_server_stdio(tmp_path: Path) -> None:
 def test_run_http_server_reports_early_exit(tmp_path: Path) -> None:
     cmd = [sys.executable, "-c", "import sys; print('boom-marker', file=sys.stderr); sys.exit(3)"]
     with (
-        pytest.raises(ServerStartError, match=r"(?s)exited with 3.*boom-marker"),
+        pytest.raises(ServerStartError, match=r"(?s)ended \(exit code 3\).*boom-marker"),
         run_http_server(cmd, free_port(), None, "/mcp", tmp_path / "exit.log"),
     ):
         pytest.fail("server that exits must not yield")
