@@ -28,7 +28,7 @@ from typing import Any
 
 from agent.config.files import user_config_dir
 from agent.config.settings import Settings
-from agent.extensions.skill_files import clean_description, name_problem, split_front_matter
+from agent.extensions.skill_files import name_and_description, split_front_matter
 
 PROJECT_FOLDER = ".claude/agents"  # agent/config/trust.py WORKSPACE_FILES lists it
 USER_FOLDER = "agents"  # in the user's config folder
@@ -96,13 +96,9 @@ def read_definition(source: str, path: Path) -> AgentDefinition | str:
     except ValueError as exc:
         return f"agent {path}: {exc}, not used"
     meta, body = split_front_matter(text)
-    name, description = meta.get("name"), meta.get("description")
-    if not isinstance(name, str) or not name.strip():
-        return f"agent {path}: its front matter has no 'name', not used"
-    if problem := name_problem(name.strip()):
-        return f"agent {path}: {problem}, not used"
-    if not isinstance(description, str) or not description.strip():
-        return f"agent {path}: its front matter has no 'description', not used"
+    named = name_and_description("agent", path, meta)
+    if isinstance(named, str):
+        return named
     if not body.strip():
         return f"agent {path}: it has no system prompt (the text after the front matter)"
     try:
@@ -113,8 +109,7 @@ def read_definition(source: str, path: Path) -> AgentDefinition | str:
     model = meta.get("model")
     model = model.strip() if isinstance(model, str) and model.strip() != "inherit" else None
     return AgentDefinition(
-        name.strip(),
-        clean_description(description),
+        *named,
         body.strip(),
         tools,
         model or None,

@@ -193,11 +193,20 @@ def _read_skill(source: str, folder: Path) -> LocalSkill | str | None:
     except OSError as exc:
         return f"skill {path}: cannot read it ({exc.strerror})"
     meta, _ = split_front_matter(text)
+    named = name_and_description("skill", path, meta)
+    if isinstance(named, str):
+        return named
+    return LocalSkill(named[0], named[1], source, folder, meta)
+
+
+def name_and_description(kind: str, path: Path, meta: Mapping[str, Any]) -> tuple[str, str] | str:
+    """A file's front matter `name` (checked like a tool name) and one-line `description`,
+    or the one line that says why the file is not used (skills and agent definitions)."""
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not name.strip():
-        return f"skill {path}: its front matter has no 'name', not used"
+        return f"{kind} {path}: its front matter has no 'name', not used"
     if problem := name_problem(name.strip()):
-        return f"skill {path}: {problem}, not used"
+        return f"{kind} {path}: {problem}, not used"
     if not isinstance(description, str) or not description.strip():
-        return f"skill {path}: its front matter has no 'description', not used"
-    return LocalSkill(name.strip(), clean_description(description), source, folder, meta)
+        return f"{kind} {path}: its front matter has no 'description', not used"
+    return name.strip(), clean_description(description)
